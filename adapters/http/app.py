@@ -1,0 +1,52 @@
+"""The HTTP front (aiohttp): admin health check and Prometheus metrics.
+
+``GET /admin/v2/brokers/health`` answers ``ok`` (Pulsar's ``BrokersBase.healthCheck``) when
+Redis answers, else 503 with a JSON ``reason``. ``GET /metrics`` is the Prometheus text
+format. Unknown paths get a 404 with a JSON body, like the rest of the admin API.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+from redis.exceptions import RedisError
+
+from gateway.broker import Broker
+
+__all__ = ["BROKER_KEY", "make_app"]
+
+BROKER_KEY = web.AppKey("broker", Broker)
+
+
+async def health(request: web.Request) -> web.Response:
+    broker = request.app[BROKER_KEY]
+    try:
+        await broker.redis.ping()
+    except RedisError as exc:
+        return web.json_response({"reason": f"Redis is unavailable: {exc}"}, status=503)
+    return web.Response(text="ok")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    broker = request.app[BROKER_KEY]
+    body = broker.metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
+    """Every HTTP error carries a JSON body with a ``reason``, as Pulsar's admin API does."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return web.json_response({"reason": exc.reason}, status=exc.status)
+
+
+def make_app(broker: Broker) -> web.Application:
+    app = web.Application(middlewares=[json_errors])
+    app[BROKER_KEY] = broker
+    app.router.add_get("/admin/v2/brokers/health", health)
+    app.router.add_get("/metrics", metrics)
+    return app

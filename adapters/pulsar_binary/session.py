@@ -1,0 +1,431 @@
+"""Binds one binary connection's commands to the core broker.
+
+The :class:`Session` keeps the per-connection tables Pulsar's ``ServerCnx`` keeps
+(producers by ``producer_id``, consumers by ``consumer_id``; the client numbers them per
+client, so they are only unique within a connection) and turns each command into core calls.
+Requests that need Redis run as tasks; their responses are written when they finish, each
+with its own request id. SEND is the hot path and takes no task: the append's future gets a
+callback that writes the receipt, and the single storage lane keeps receipts in send order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from adapters.pulsar_binary import commands as c
+from adapters.pulsar_binary.connection import ServerConnection
+from adapters.pulsar_binary.errors import server_error
+from gateway.broker import Broker
+from gateway.consumer import Consumer, Delivery, InitialPosition, SubscriptionType
+from gateway.errors import GatewayError, NotAllowed
+from gateway.message_id import MessageId
+from gateway.producer import Producer
+from gateway.topic_name import parse_topic_name
+from proto import PulsarApi_pb2 as pb
+
+__all__ = ["Session"]
+
+log = logging.getLogger(__name__)
+
+_NON_PERSISTENT = "non-persistent://"
+
+
+class _ConsumerHandle:
+    """The sink the core delivers one consumer's messages to."""
+
+    __slots__ = ("consumer_id", "partition", "session")
+
+    def __init__(self, session: Session, consumer_id: int, partition: int) -> None:
+        self.session = session
+        self.consumer_id = consumer_id
+        self.partition = partition
+
+    def deliver(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
+        send = self.session.conn.send_message
+        cid, partition = self.consumer_id, self.partition
+        for d in deliveries:
+            ms, _, seq = d.stream_id.partition(b"-")
+            send(cid, int(ms), int(seq), partition, d.redelivery_count, d.blob)
+        self.session.wants_flush()
+
+    def closed_by_gateway(self, consumer: Consumer) -> None:
+        if self.session.consumers.get(self.consumer_id) is consumer:
+            del self.session.consumers[self.consumer_id]
+            self.session.conn.send_close_consumer(self.consumer_id)
+            self.session.wants_flush()
+
+
+class Session:
+    """The broker side of one binary connection."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        conn: ServerConnection,
+        service_url: str,
+        wants_flush: Callable[[], None],
+    ) -> None:
+        self.broker = broker
+        self.conn = conn
+        self.service_url = service_url
+        self.wants_flush = wants_flush
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("request handler failed", exc_info=task.exception())
+        self.wants_flush()
+
+    def _error(self, request_id: int, exc: BaseException) -> None:
+        code, message = server_error(exc)
+        self.conn.send_error(request_id, code, message)
+
+    def handle(self, command: c.Command) -> None:
+        """Handle one command (already accepted by the connection's state table)."""
+        handler = _HANDLERS.get(type(command))
+        if handler is None:
+            if isinstance(command, c.Unsupported):
+                self.conn.refuse_unsupported(command)
+            return
+        handler(self, command)
+
+    # -- topic discovery ------------------------------------------------------------------
+
+    def _partitioned_metadata(self, cmd: c.PartitionedMetadata) -> None:
+        async def run() -> None:
+            try:
+                partitions = await self.broker.partitioned_metadata(cmd.topic)
+            except GatewayError as exc:
+                self.conn.send_partition_metadata_error(cmd.request_id, *server_error(exc))
+            else:
+                self.conn.send_partition_metadata_response(cmd.request_id, partitions)
+
+        self._spawn(run())
+
+    def _lookup(self, cmd: c.Lookup) -> None:
+        # Every gateway serves every topic: the answer is always "connect here".
+        try:
+            parse_topic_name(cmd.topic)
+        except GatewayError as exc:
+            self.conn.send_lookup_error(cmd.request_id, *server_error(exc))
+        else:
+            self.conn.send_lookup_response(cmd.request_id, self.service_url)
+
+    def _get_topics_of_namespace(self, cmd: c.GetTopicsOfNamespace) -> None:
+        async def run() -> None:
+            key = self.broker.schema.namespace_topics(cmd.namespace)
+            try:
+                members = await self.broker.storage.call("SMEMBERS", key)
+            except GatewayError as exc:
+                self._error(cmd.request_id, exc)
+                return
+            names = sorted(m.decode() for m in members)
+            mode = cmd.mode
+            if mode == pb.CommandGetTopicsOfNamespace.PERSISTENT:
+                names = [n for n in names if not n.startswith(_NON_PERSISTENT)]
+            elif mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+                names = [n for n in names if n.startswith(_NON_PERSISTENT)]
+            self.conn.send_get_topics_of_namespace_response(cmd.request_id, names)
+
+        self._spawn(run())
+
+    def _get_schema(self, cmd: c.GetSchema) -> None:
+        # No schema registry yet: "no schema" is TopicNotFound in GET_SCHEMA_RESPONSE,
+        # which the client reads as "decode with your own schema".
+        self.conn.send_get_schema_error(cmd.request_id, pb.TopicNotFound, "No schema found")
+
+    # -- producers ------------------------------------------------------------------------
+
+    def _producer(self, cmd: c.Producer) -> None:
+        existing = self.producers.get(cmd.producer_id)
+        if existing is not None:
+            # A retried PRODUCER for an id we already serve is idempotent.
+            self.conn.send_producer_success(cmd.request_id, existing.name)
+            return
+
+        async def run() -> None:
+            try:
+                producer = await self.broker.create_producer(cmd.topic, cmd.producer_name)
+            except GatewayError as exc:
+                self._error(cmd.request_id, exc)
+                return
+            if self.closed:
+                return
+            self.producers[cmd.producer_id] = producer
+            self.conn.send_producer_success(cmd.request_id, producer.name)
+
+        self._spawn(run())
+
+    def _send(self, cmd: c.Send) -> None:
+        producer = self.producers.get(cmd.producer_id)
+        if producer is None:
+            self.conn.send_send_error(
+                cmd.producer_id,
+                cmd.sequence_id,
+                pb.NotAllowedError,
+                f"Producer {cmd.producer_id} is not open on this connection",
+            )
+            return
+        if not cmd.payload.checksum_ok:
+            # The only per-message failure that keeps the connection (protocol brief 3.2).
+            self.conn.send_send_error(
+                cmd.producer_id, cmd.sequence_id, pb.ChecksumError, "Checksum mismatch"
+            )
+            return
+        fut = producer.publish(cmd.payload.blob, cmd.num_messages)
+        producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
+
+        def receipt(f: asyncio.Future[bytes]) -> None:
+            if self.closed:
+                return
+            exc = f.exception()
+            if exc is not None:
+                # Never SEND_ERROR for storage trouble (the client would loop); close the
+                # producer so it reconnects and re-sends its pending messages.
+                log.warning("append failed on %s: %s", producer.topic.full_name, exc)
+                if self.producers.get(producer_id) is producer:
+                    del self.producers[producer_id]
+                    self.conn.send_close_producer(producer_id)
+            else:
+                ms, _, seq = f.result().partition(b"-")
+                self.conn.send_send_receipt(producer_id, sequence_id, int(ms), int(seq))
+            self.wants_flush()
+
+        fut.add_done_callback(receipt)
+
+    def _close_producer(self, cmd: c.CloseProducer) -> None:
+        producer = self.producers.pop(cmd.producer_id, None)
+        if producer is not None:
+            producer.close()
+        # SUCCESS always, also for unknown ids (protocol brief 3.2).
+        self.conn.send_success(cmd.request_id)
+
+    # -- consumers ------------------------------------------------------------------------
+
+    def _subscribe(self, cmd: c.Subscribe) -> None:
+        if cmd.consumer_id in self.consumers:
+            self.conn.send_success(cmd.request_id)
+            return
+
+        async def run() -> None:
+            try:
+                topic = parse_topic_name(cmd.topic)
+                sub_type = SubscriptionType(cmd.sub_type)
+                handle = _ConsumerHandle(self, cmd.consumer_id, topic.partition_index)
+                consumer = await self.broker.subscribe(
+                    topic,
+                    cmd.subscription,
+                    sub_type,
+                    cmd.consumer_name,
+                    handle,
+                    initial_position=InitialPosition(cmd.initial_position),
+                    durable=cmd.durable,
+                    start_message_id=cmd.start_message_id,
+                )
+            except GatewayError as exc:
+                self._error(cmd.request_id, exc)
+                return
+            except ValueError as exc:
+                self._error(cmd.request_id, NotAllowed(str(exc)))
+                return
+            if self.closed or cmd.consumer_id in self.consumers:
+                await consumer.close()
+                if not self.closed:
+                    self.conn.send_success(cmd.request_id)
+                return
+            self.consumers[cmd.consumer_id] = consumer
+            self.conn.send_success(cmd.request_id)
+
+        self._spawn(run())
+
+    def _consumer(self, consumer_id: int) -> Consumer | None:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None:
+            log.debug("command for unknown consumer %d ignored", consumer_id)
+        return consumer
+
+    def _flow(self, cmd: c.Flow) -> None:
+        consumer = self._consumer(cmd.consumer_id)
+        if consumer is not None:
+            consumer.flow(cmd.permits)
+
+    def _ack(self, cmd: c.Ack) -> None:
+        consumer = self._consumer(cmd.consumer_id)
+        if consumer is None:
+            if cmd.request_id is not None:
+                self.conn.send_ack_response(
+                    cmd.consumer_id, cmd.request_id, pb.ConsumerNotFound, "Consumer not found"
+                )
+            return
+        if cmd.cumulative:
+            fut = _ack_cumulative(consumer, cmd.message_ids)
+        else:
+            # An id with an ack_set that still has bits set is a partly acked batch
+            # (batch-index ack): the entry stays unacked until every index is acked.
+            ids = [
+                b"%d-%d" % (m.ledger_id, m.entry_id)
+                for m in cmd.message_ids
+                if not any(m.ack_set) and m.ledger_id >= 0 and m.entry_id >= 0
+            ]
+            fut = consumer.ack(ids) if ids else None
+        if cmd.request_id is None:
+            return
+        request_id, consumer_id = cmd.request_id, cmd.consumer_id
+        if fut is None:
+            self.conn.send_ack_response(consumer_id, request_id)
+            return
+
+        def respond(f: asyncio.Future[Any]) -> None:
+            exc = f.exception()
+            if exc is None:
+                self.conn.send_ack_response(consumer_id, request_id)
+            else:
+                self.conn.send_ack_response(consumer_id, request_id, *server_error(exc))
+            self.wants_flush()
+
+        fut.add_done_callback(respond)
+
+    def _redeliver(self, cmd: c.Redeliver) -> None:
+        consumer = self._consumer(cmd.consumer_id)
+        if consumer is None:
+            return
+        ids = sorted({b"%d-%d" % i for i in cmd.message_ids if i[0] >= 0 and i[1] >= 0})
+        consumer.redeliver(ids or None)
+
+    def _close_consumer(self, cmd: c.CloseConsumer) -> None:
+        consumer = self.consumers.pop(cmd.consumer_id, None)
+        if consumer is None:
+            self.conn.send_success(cmd.request_id)
+            return
+
+        async def run() -> None:
+            try:
+                await consumer.close()
+            except GatewayError as exc:
+                log.warning("releasing consumer %s failed: %s", consumer.uid, exc)
+            self.conn.send_success(cmd.request_id)
+
+        self._spawn(run())
+
+    def _unsubscribe(self, cmd: c.Unsubscribe) -> None:
+        consumer = self.consumers.get(cmd.consumer_id)
+        if consumer is None:
+            self.conn.send_error(cmd.request_id, pb.ConsumerNotFound, "Consumer not found")
+            return
+
+        async def run() -> None:
+            try:
+                await consumer.unsubscribe()
+            except GatewayError as exc:
+                self._error(cmd.request_id, exc)
+                return
+            self.consumers.pop(cmd.consumer_id, None)
+            self.conn.send_success(cmd.request_id)
+
+        self._spawn(run())
+
+    def _get_last_message_id(self, cmd: c.GetLastMessageId) -> None:
+        consumer = self.consumers.get(cmd.consumer_id)
+        if consumer is None:
+            self.conn.send_error(cmd.request_id, pb.ConsumerNotFound, "Consumer not found")
+            return
+
+        async def run() -> None:
+            try:
+                last = await consumer.last_message_id()
+            except GatewayError as exc:
+                self._error(cmd.request_id, exc)
+                return
+            partition = consumer.subscription.topic.partition
+            if last.last is None:
+                position = (-1, -1, partition, -1)
+            else:
+                batch_index = last.last_num_messages - 1 if last.last_is_batch else -1
+                position = (last.last.ledger_id, last.last.entry_id, partition, batch_index)
+            md = last.mark_delete
+            self.conn.send_last_message_id_response(
+                cmd.request_id, position, (md.ledger_id, md.entry_id) if md else (-1, -1)
+            )
+
+        self._spawn(run())
+
+    def _seek(self, cmd: c.Seek) -> None:
+        self.conn.send_error(
+            cmd.request_id, pb.NotAllowedError, "SEEK is not supported by this gateway yet"
+        )
+
+    # -- teardown -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """The connection is gone: close producers, release consumers' unacked messages."""
+        self.closed = True
+        for producer in self.producers.values():
+            producer.close()
+        self.producers.clear()
+        consumers = list(self.consumers.values())
+        self.consumers.clear()
+        for consumer in consumers:
+            try:
+                await consumer.close()
+            except GatewayError as exc:
+                log.warning("releasing consumer %s failed: %s", consumer.uid, exc)
+        for task in list(self._tasks):
+            if not task.done():
+                try:
+                    await task
+                except (GatewayError, asyncio.CancelledError):
+                    pass
+
+
+def _ack_cumulative(consumer: Consumer, ids: tuple[c.AckedId, ...]) -> asyncio.Future[int] | None:
+    """Cumulative ack of ``(L, E)``; with an ack_set, or for ``(L, -1)``, only up to the
+    entry before (protocol brief 3.3 and 5.3)."""
+    if not ids:
+        return None
+    m = ids[0]
+    if m.ledger_id < 0:
+        return None
+    if m.entry_id < 0 or any(m.ack_set):
+        position = MessageId(m.ledger_id, m.entry_id)
+        if m.entry_id > 0:
+            upto = b"%d-%d" % (m.ledger_id, m.entry_id - 1)
+        elif position.ledger_id > 0:
+            upto = b"%d-%d" % (m.ledger_id - 1, (1 << 64) - 1)
+        else:
+            return None
+    else:
+        upto = b"%d-%d" % (m.ledger_id, m.entry_id)
+    return consumer.ack_cumulative(upto)
+
+
+_HANDLERS: dict[type, Callable[[Session, Any], None]] = {
+    c.PartitionedMetadata: Session._partitioned_metadata,
+    c.Lookup: Session._lookup,
+    c.GetTopicsOfNamespace: Session._get_topics_of_namespace,
+    c.GetSchema: Session._get_schema,
+    c.Producer: Session._producer,
+    c.Send: Session._send,
+    c.CloseProducer: Session._close_producer,
+    c.Subscribe: Session._subscribe,
+    c.Flow: Session._flow,
+    c.Ack: Session._ack,
+    c.Redeliver: Session._redeliver,
+    c.CloseConsumer: Session._close_consumer,
+    c.Unsubscribe: Session._unsubscribe,
+    c.GetLastMessageId: Session._get_last_message_id,
+    c.Seek: Session._seek,
+}

@@ -1,0 +1,224 @@
+"""The broker service of one gateway: the entry point adapters call.
+
+It owns the Redis storage front, the pub/sub notifier and this gateway's views of topics
+and subscriptions, and runs the lease renewal that tells the fleet its consumers are alive.
+Adapters call :meth:`Broker.create_producer` and :meth:`Broker.subscribe` and then talk to
+the returned :class:`~gateway.producer.Producer` and :class:`~gateway.consumer.Consumer`.
+Nothing here is needed by another gateway: state that matters lives in Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import secrets
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from gateway.config import GatewayConfig
+from gateway.consumer import (
+    Consumer,
+    ConsumerSink,
+    InitialPosition,
+    SubscriptionType,
+)
+from gateway.errors import GatewayError
+from gateway.keys import KeySchema
+from gateway.message_id import MessageId
+from gateway.metrics import GatewayMetrics
+from gateway.producer import Producer
+from gateway.storage import Notifier, Storage
+from gateway.subscription import Subscription
+from gateway.topic import Topic
+from gateway.topic_name import TopicName, parse_topic_name
+
+__all__ = ["Broker", "start_position"]
+
+log = logging.getLogger(__name__)
+
+#: The largest stream sequence number; ``ms-MAX`` sorts just before ``(ms+1)-0``.
+_MAX_SEQ = (1 << 64) - 1
+
+
+def start_position(
+    initial: InitialPosition, start: MessageId | None
+) -> bytes:
+    """The consumer-group id to create a subscription at.
+
+    A group's id is its last-delivered entry, so delivery starts *after* it: ``$`` for
+    Latest, ``0`` for Earliest, and for a reader's start message id ``(L, E)`` the id just
+    before it, because a reader starts at its start id inclusive (protocol brief 3.3, the
+    client drops what precedes it itself).
+    """
+    if start is None:
+        return b"$" if initial is InitialPosition.LATEST else b"0"
+    if start.is_earliest or start.ledger_id < 0:
+        return b"0"
+    if start.is_latest:
+        return b"$"
+    if start.entry_id > 0:
+        return b"%d-%d" % (start.ledger_id, start.entry_id - 1)
+    if start.ledger_id > 0:
+        return b"%d-%d" % (start.ledger_id - 1, _MAX_SEQ)
+    return b"0"
+
+
+class Broker:
+    """One gateway's broker service."""
+
+    def __init__(self, config: GatewayConfig, redis: Redis, gateway_id: str | None = None) -> None:
+        self.config = config
+        self.gateway_id = gateway_id or config.gateway_id or secrets.token_hex(4)
+        self.redis = redis
+        self.storage = Storage(redis)
+        self.notifier = Notifier(redis)
+        self.schema = KeySchema(config.key_prefix)
+        self.metrics = GatewayMetrics()
+        self._topics: dict[str, Topic] = {}
+        self._subscriptions: dict[tuple[str, str], Subscription] = {}
+        self._channel_subs: dict[str, set[Subscription]] = {}
+        self._uids = itertools.count()
+        self._lease_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.storage.load_scripts()
+        await self.notifier.start()
+        self._lease_task = asyncio.get_running_loop().create_task(
+            self._renew_leases(), name="lease renewal"
+        )
+        log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
+
+    async def close(self) -> None:
+        """Release every local consumer, then stop background work."""
+        for sub in list(self._subscriptions.values()):
+            for consumer in list(sub.consumers):
+                with contextlib.suppress(GatewayError):
+                    await consumer.close()
+        if self._lease_task is not None:
+            self._lease_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._lease_task
+        await self.storage.close()
+        await self.notifier.close()
+
+    # -- topics and producers ------------------------------------------------------------
+
+    def topic(self, name: TopicName | str) -> Topic:
+        """This gateway's handle on a topic (validating the name)."""
+        topic_name = name if isinstance(name, TopicName) else parse_topic_name(name)
+        key = str(topic_name)
+        topic = self._topics.get(key)
+        if topic is None:
+            topic = self._topics[key] = Topic(topic_name, self.schema, self.storage)
+        return topic
+
+    async def partitioned_metadata(self, name: TopicName | str) -> int:
+        """Number of partitions of a topic; 0 for a non-partitioned one."""
+        self.topic(name)  # validates the name
+        return 0
+
+    async def create_producer(self, name: TopicName | str, producer_name: str | None) -> Producer:
+        topic = self.topic(name)
+        await topic.register()
+        if not producer_name:
+            producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
+        return Producer(topic, producer_name, self.storage)
+
+    # -- subscriptions -------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        name: TopicName | str,
+        subscription: str,
+        sub_type: SubscriptionType,
+        consumer_name: str,
+        sink: ConsumerSink,
+        *,
+        initial_position: InitialPosition = InitialPosition.LATEST,
+        durable: bool = True,
+        start_message_id: MessageId | None = None,
+    ) -> Consumer:
+        """Attach a consumer to a subscription, creating topic and subscription on first use.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+            ConsumerBusy: the Exclusive rule or a subscription type clash.
+            StorageError: Redis failed.
+        """
+        topic = self.topic(name)
+        await topic.register()
+        key = (topic.full_name, subscription)
+        sub = self._subscriptions.get(key)
+        if sub is None:
+            sub = Subscription(self, topic, subscription, sub_type, durable)
+            self._subscriptions[key] = sub
+            channel = topic.keys.notify_channel
+            subs = self._channel_subs.setdefault(channel, set())
+            if not subs:
+                self.notifier.subscribe(channel, lambda: self._wake_channel(channel))
+            subs.add(sub)
+        uid = f"{self.gateway_id}-{next(self._uids)}"
+        position = start_position(initial_position, None if durable else start_message_id)
+        try:
+            return await sub.attach(uid, consumer_name, sink, position)
+        except BaseException:
+            if not sub.consumers:
+                self.drop_subscription(sub)
+            raise
+
+    def drop_subscription(self, sub: Subscription) -> None:
+        """Forget a subscription with no local consumers left."""
+        key = (sub.topic.full_name, sub.name)
+        if self._subscriptions.get(key) is sub:
+            del self._subscriptions[key]
+        sub.dispatcher.stop()
+        channel = sub.topic.keys.notify_channel
+        subs = self._channel_subs.get(channel)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._channel_subs[channel]
+                self.notifier.unsubscribe(channel)
+
+    def _wake_channel(self, channel: str) -> None:
+        for sub in self._channel_subs.get(channel, ()):
+            sub.dispatcher.wake()
+
+    @property
+    def subscriptions(self) -> list[Subscription]:
+        return list(self._subscriptions.values())
+
+    # -- leases --------------------------------------------------------------------------
+
+    async def _renew_leases(self) -> None:
+        """Tell the fleet this gateway's consumers are alive, every third of a lease."""
+        interval = self.config.consumer_lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.renew_leases()
+            except (GatewayError, RedisError) as exc:
+                log.warning("lease renewal failed: %s", exc)
+
+    async def renew_leases(self) -> None:
+        subs = [s for s in self._subscriptions.values() if s.consumers]
+        calls = [
+            self.storage.eval(
+                "renew_leases",
+                [sub.consumers_key],
+                [sub.lease_ms, *(c.uid for c in sub.consumers)],
+            )
+            for sub in subs
+        ]
+        for sub, lost in zip(subs, await asyncio.gather(*calls), strict=True):
+            for uid in lost:
+                uid = uid.decode() if isinstance(uid, bytes) else uid
+                for consumer in list(sub.consumers):
+                    if consumer.uid == uid:
+                        log.warning("consumer %s lost its lease; closing it", uid)
+                        consumer.lost()

@@ -1,0 +1,366 @@
+"""Gateway configuration: one frozen dataclass, filled from flags, environment and defaults.
+
+Strategy
+--------
+Every option exists in three places that must not drift apart: a `GatewayConfig` field, a
+command-line flag and an environment variable. They are therefore derived from a single table,
+`_OPTIONS`, keyed by field name:
+
+    field                   flag                        environment variable
+    ----------------------  --------------------------  ------------------------------------
+    port                    --port                      PULSAR_GATEWAY_PORT
+    http_port               --http-port                 PULSAR_GATEWAY_HTTP_PORT
+    ...                     --<field with dashes>       PULSAR_GATEWAY_<FIELD IN UPPER CASE>
+
+Precedence is flag > environment variable > dataclass default. An environment variable that is
+set to the empty string counts as unset, so compose files can write ``PULSAR_GATEWAY_REDIS_URL=``
+to mean "use the embedded Redis".
+
+Values are checked twice by the same validators: by `parse_config`, which reports a bad value as
+an argparse error naming the flag or environment variable it came from (``SystemExit(2)``), and by
+`GatewayConfig.__post_init__`, so a config built in code (tests build one with ``port=0``) is held
+to the same rules and raises `ValueError`.
+
+`gateway_id` has no flag: it identifies one running process, so it is generated at start unless a
+caller (a test, an embedding application) sets it in code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+__all__ = [
+    "ENV_PREFIX",
+    "LOG_LEVELS",
+    "REDIS_URL_SCHEMES",
+    "GatewayConfig",
+    "build_parser",
+    "parse_config",
+]
+
+#: Prefix of every environment variable read by `parse_config`.
+ENV_PREFIX: Final = "PULSAR_GATEWAY_"
+
+#: Accepted values of ``log_level`` (input is case-insensitive, stored upper case).
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+#: URL schemes redis-py's ``from_url`` accepts (it compares them case-sensitively, so do we).
+REDIS_URL_SCHEMES: Final = ("redis://", "rediss://", "unix://")
+
+#: Bind addresses that mean "every interface" and so cannot be handed to a client in a LOOKUP.
+_WILDCARD_ADDRESSES: Final = frozenset({"0.0.0.0", "::"})
+
+#: What a wildcard bind advertises. Deliberately not ``socket.gethostname()``: a hostname that
+#: does not resolve from the client's side is a worse default than loopback, and anything else
+#: is a deployment decision that belongs in ``--advertised-address``.
+_DEFAULT_ADVERTISED_HOST: Final = "127.0.0.1"
+
+_INT32_MAX: Final = 2**31 - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Validators: value in, normalized value out, ValueError with a human message otherwise.
+# They take the already-typed value; `_OPTIONS` pairs each with a string parser for CLI/env.
+# --------------------------------------------------------------------------------------------
+
+
+def _check_port(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"port must be an integer, got {value!r}")
+    if not 0 <= value <= 65535:
+        raise ValueError(f"port must be in 0..65535 (0 = ephemeral), got {value}")
+    return value
+
+
+def _check_message_size(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"must be an integer, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"must be a positive number of bytes, got {value}")
+    # Sent to clients in CommandConnected.max_message_size, an int32 in PulsarApi.proto.
+    if value > _INT32_MAX:
+        raise ValueError(f"must fit in a signed 32-bit integer (<= {_INT32_MAX}), got {value}")
+    return value
+
+
+def _check_positive_seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"must be a positive, finite number of seconds, got {value!r}")
+    return seconds
+
+
+def _check_non_empty(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_token(value: object) -> str:
+    """A non-empty string without whitespace (Redis key prefix, cluster name)."""
+    text = _check_non_empty(value)
+    if any(ch.isspace() for ch in text):
+        raise ValueError(f"must not contain whitespace, got {value!r}")
+    return text
+
+
+def _check_optional_token(value: object) -> str | None:
+    if value is None:
+        return None
+    return _check_token(value)
+
+
+def _check_log_level(value: object) -> str:
+    if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return value.upper()
+
+
+def _check_redis_url(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith(REDIS_URL_SCHEMES):
+        schemes = ", ".join(REDIS_URL_SCHEMES[:-1]) + " or " + REDIS_URL_SCHEMES[-1]
+        raise ValueError(f"Redis URL must start with {schemes}, got {value!r}")
+    return value
+
+
+_Validator = Callable[[object], Any]
+
+#: Field name -> validator. `GatewayConfig.__post_init__` runs every entry.
+_VALIDATORS: Final[Mapping[str, _Validator]] = {
+    "port": _check_port,
+    "http_port": _check_port,
+    "bind": _check_token,
+    "advertised_address": _check_optional_token,
+    "redis_url": _check_redis_url,
+    "data_dir": _check_non_empty,
+    "log_level": _check_log_level,
+    "key_prefix": _check_token,
+    "cluster_name": _check_token,
+    "max_message_size": _check_message_size,
+    "keepalive_seconds": _check_positive_seconds,
+    "consumer_lease_seconds": _check_positive_seconds,
+    "gateway_id": _check_optional_token,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Everything the gateway process needs to start; immutable once built.
+
+    Attributes:
+        port: Pulsar binary protocol port (Pulsar's ``brokerServicePort``); 0 = ephemeral.
+        http_port: HTTP port for admin, health and metrics (``webServicePort``); 0 = ephemeral.
+        bind: Address both listeners bind to.
+        advertised_address: Host returned to clients in LOOKUP answers (Pulsar's
+            ``advertisedAddress``); None means derive it, see `advertised_host`.
+        redis_url: Redis to keep all state in; None starts the embedded redis-server under
+            ``data_dir`` (`gateway.embedded_redis`).
+        data_dir: Directory for the embedded Redis's files (AOF, socket, log).
+        log_level: One of `LOG_LEVELS`; normalized to upper case.
+        key_prefix: Prefix of every Redis key the gateway writes.
+        cluster_name: Name reported as the Pulsar cluster (``clusterName``).
+        max_message_size: Largest accepted message in bytes, reported to clients in
+            CONNECTED (``max_message_size``); Pulsar's default is 5 MiB.
+        keepalive_seconds: Interval of server-initiated PINGs (``keepAliveIntervalSeconds``).
+        consumer_lease_seconds: How long a consumer's claim on a subscription lives in Redis
+            without being renewed before another gateway may take it over.
+        gateway_id: Identity of this process in Redis; None means generate one at start.
+
+    Raises:
+        ValueError: A field fails validation.
+    """
+
+    port: int = 6650
+    http_port: int = 8080
+    bind: str = "0.0.0.0"
+    advertised_address: str | None = None
+    redis_url: str | None = None
+    data_dir: str = "./data"
+    log_level: str = "INFO"
+    key_prefix: str = "pgw"
+    cluster_name: str = "standalone"
+    max_message_size: int = 5 * 1024 * 1024
+    keepalive_seconds: float = 30.0
+    consumer_lease_seconds: float = 10.0
+    gateway_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for name, check in _VALIDATORS.items():
+            try:
+                normalized = check(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            if normalized is not getattr(self, name):
+                # Frozen dataclass: normalization (log level case, int seconds -> float)
+                # has to bypass the generated __setattr__.
+                object.__setattr__(self, name, normalized)
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients are told to connect to in LOOKUP and partition-metadata answers.
+
+        Returns:
+            `advertised_address` if set; otherwise `bind`, unless `bind` is a wildcard
+            (``0.0.0.0`` or ``::``), in which case ``127.0.0.1``.
+        """
+        if self.advertised_address is not None:
+            return self.advertised_address
+        if self.bind in _WILDCARD_ADDRESSES:
+            return _DEFAULT_ADVERTISED_HOST
+        return self.bind
+
+
+# --------------------------------------------------------------------------------------------
+# Command line and environment.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    field: str
+    parse: Callable[[str], object]  # string from argv/env -> typed value (ValueError if not)
+    metavar: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.field.upper()
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {text!r}") from None
+
+
+def _parse_float(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
+
+
+def _parse_str(text: str) -> str:
+    return text
+
+
+_OPTIONS: Final[tuple[_Option, ...]] = (
+    _Option("port", _parse_int, "PORT", "Pulsar binary protocol port (0 = pick a free one)"),
+    _Option("http_port", _parse_int, "PORT", "HTTP admin/health/metrics port (0 = free one)"),
+    _Option("bind", _parse_str, "ADDR", "address both listeners bind to"),
+    _Option(
+        "advertised_address",
+        _parse_str,
+        "HOST",
+        "host given to clients in LOOKUP answers (default: the bind address, or 127.0.0.1 "
+        "when binding to 0.0.0.0 or ::)",
+    ),
+    _Option(
+        "redis_url",
+        _parse_str,
+        "URL",
+        "Redis holding all state: redis://, rediss:// or unix:// (default: start an "
+        "embedded, AOF-persistent redis-server under --data-dir)",
+    ),
+    _Option("data_dir", _parse_str, "DIR", "directory for the embedded Redis's files"),
+    _Option("log_level", _parse_str, "LEVEL", f"one of {', '.join(LOG_LEVELS)} (any case)"),
+    _Option("key_prefix", _parse_str, "PREFIX", "prefix of every Redis key the gateway writes"),
+    _Option("cluster_name", _parse_str, "NAME", "Pulsar cluster name reported to clients"),
+    _Option("max_message_size", _parse_int, "BYTES", "largest accepted message, in bytes"),
+    _Option("keepalive_seconds", _parse_float, "SECONDS", "interval of keepalive PINGs"),
+    _Option(
+        "consumer_lease_seconds",
+        _parse_float,
+        "SECONDS",
+        "lifetime of a consumer's lease in Redis before another gateway may take it over",
+    ),
+)
+
+_DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in fields(GatewayConfig)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the ``pulsar-gateway`` argument parser.
+
+    Every flag defaults to None so `parse_config` can tell "not given" from "given"; the help
+    text shows the real default and the environment variable instead.
+
+    Returns:
+        A parser whose namespace attributes are `GatewayConfig` field names holding raw
+        strings or None.
+    """
+    parser = argparse.ArgumentParser(
+        prog="pulsar-gateway",
+        description="A Pulsar-compatible messaging gateway whose state lives in Redis.",
+        epilog=(
+            f"Every option can also be set with an environment variable {ENV_PREFIX}<NAME> "
+            "(shown with each option); an empty variable counts as unset. "
+            "Precedence: flag, then environment variable, then default."
+        ),
+    )
+    for option in _OPTIONS:
+        default = _DEFAULTS[option.field]
+        shown = "none" if default is None else str(default)
+        parser.add_argument(
+            option.flag,
+            dest=option.field,
+            metavar=option.metavar,
+            default=None,
+            help=f"{option.help} [env: {option.env}; default: {shown}]",
+        )
+    return parser
+
+
+def parse_config(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> GatewayConfig:
+    """Build a `GatewayConfig` from command-line flags, environment variables and defaults.
+
+    Args:
+        argv: Arguments without the program name; None means ``sys.argv[1:]``.
+        environ: Environment to read ``PULSAR_GATEWAY_*`` variables from; None means
+            ``os.environ``.
+
+    Returns:
+        The validated configuration. ``gateway_id`` is always None (generated at start).
+
+    Raises:
+        SystemExit: With status 2 and a message naming the offending flag or environment
+            variable when a value is malformed or out of range (``argparse`` convention), or
+            with status 0 after printing ``--help``.
+    """
+    parser = build_parser()
+    namespace = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    env = os.environ if environ is None else environ
+
+    values: dict[str, object] = {}
+    for option in _OPTIONS:
+        raw: str | None = getattr(namespace, option.field)
+        if raw is not None:
+            source = f"argument {option.flag}"
+        else:
+            raw = env.get(option.env) or None  # empty string = unset
+            source = f"environment variable {option.env}"
+        if raw is None:
+            continue
+        try:
+            values[option.field] = _VALIDATORS[option.field](option.parse(raw))
+        except ValueError as exc:
+            parser.error(f"{source}: {exc}")
+    return GatewayConfig(**values)  # type: ignore[arg-type]  # types checked by _VALIDATORS

@@ -1,0 +1,176 @@
+"""Consumers: one client consumer attached to a subscription through this gateway.
+
+A consumer holds flow-control permits (Pulsar ``CommandFlow``: messages the client can
+take), a sink the adapter provides to receive deliveries, and a fleet-unique uid which is
+its consumer name inside the Redis consumer group. Acks go straight to the group (``XACK``
+is the individual ack: the entry leaves the subscription's unacked set); redelivery and
+release go through Lua scripts so a racing gateway never sees half a move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from gateway.keys import PARKED_CONSUMER
+from gateway.message_id import MessageId
+
+if TYPE_CHECKING:
+    from gateway.subscription import Subscription
+
+__all__ = [
+    "Consumer",
+    "ConsumerSink",
+    "Delivery",
+    "InitialPosition",
+    "LastMessageId",
+    "SubscriptionType",
+]
+
+
+class SubscriptionType(enum.IntEnum):
+    """Pulsar's subscription types (``CommandSubscribe.SubType`` values)."""
+
+    EXCLUSIVE = 0
+    SHARED = 1
+    FAILOVER = 2
+    KEY_SHARED = 3
+
+
+class InitialPosition(enum.IntEnum):
+    """Where a new subscription starts (``CommandSubscribe.InitialPosition`` values)."""
+
+    LATEST = 0
+    EARLIEST = 1
+
+
+@dataclass(slots=True)
+class Delivery:
+    """One stream entry handed to a consumer."""
+
+    stream_id: bytes
+    blob: bytes
+    num_messages: int
+    redelivery_count: int
+
+    @property
+    def message_id(self) -> MessageId:
+        return MessageId.from_stream_id(self.stream_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LastMessageId:
+    """Answer to GET_LAST_MESSAGE_ID: the topic's last entry and the mark-delete position.
+
+    ``last`` is None for an empty topic; ``last_num_messages`` the size of the last entry
+    (a batch's last message has batch index ``last_num_messages - 1``); ``mark_delete`` is
+    None when nothing is acknowledged yet.
+    """
+
+    last: MessageId | None
+    last_num_messages: int
+    last_is_batch: bool
+    mark_delete: MessageId | None
+
+
+class ConsumerSink(Protocol):
+    """What an adapter gives the core to receive a consumer's messages."""
+
+    def deliver(self, consumer: Consumer, deliveries: list[Delivery]) -> None:
+        """Send ``deliveries`` to the client (permits were already taken)."""
+
+    def closed_by_gateway(self, consumer: Consumer) -> None:
+        """The core closed the consumer (lease lost); the client should re-subscribe."""
+
+
+class Consumer:
+    """One consumer of a subscription, attached through this gateway."""
+
+    def __init__(
+        self, subscription: Subscription, uid: str, name: str, sink: ConsumerSink
+    ) -> None:
+        self.subscription = subscription
+        self.uid = uid
+        self.name = name
+        self.sink = sink
+        self.permits = 0
+        self.closed = False
+        self.messages_delivered = 0
+        self._storage = subscription.storage
+        self._stream = subscription.topic.keys.stream
+
+    @property
+    def reports_redelivery_count(self) -> bool:
+        """Pulsar counts redeliveries only on Shared and Key_Shared subscriptions
+        (``RedeliveryTrackerDisabled`` for the others); the client's dead-letter logic
+        depends on it (protocol brief, gotcha G10)."""
+        return self.subscription.type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED)
+
+    # -- flow control and delivery ---------------------------------------------------
+
+    def flow(self, permits: int) -> None:
+        """Add ``permits`` (``CommandFlow.messagePermits``) and wake the dispatcher."""
+        self.permits += permits
+        if self.permits > 0 and not self.closed:
+            self.subscription.dispatcher.wake()
+
+    def deliver(self, deliveries: list[Delivery]) -> None:
+        """Take permits for and hand ``deliveries`` to the sink (called by the dispatcher)."""
+        count = 0
+        for d in deliveries:
+            count += d.num_messages
+            if not self.reports_redelivery_count:
+                d.redelivery_count = 0
+        self.permits -= count
+        self.messages_delivered += count
+        self.sink.deliver(self, deliveries)
+
+    # -- acknowledgement -------------------------------------------------------------
+
+    def ack(self, stream_ids: Sequence[bytes]) -> asyncio.Future[int]:
+        """Individually acknowledge entries (``XACK``); unknown or repeated ids are ignored."""
+        return self._storage.call("XACK", self._stream, self.subscription.name, *stream_ids)
+
+    def ack_cumulative(self, upto: bytes) -> asyncio.Future[int]:
+        """Acknowledge everything up to and including stream id ``upto``."""
+        return self._storage.eval(
+            "cumulative_ack", [self._stream], [self.subscription.name, upto]
+        )
+
+    def redeliver(self, stream_ids: Sequence[bytes] | None) -> asyncio.Future[int]:
+        """Give unacked entries back for redelivery (all of this consumer's when None)."""
+        fut = self._storage.eval(
+            "redeliver",
+            [self._stream],
+            [self.subscription.name, self.uid, PARKED_CONSUMER, *(stream_ids or ())],
+        )
+        fut.add_done_callback(self._after_redeliver)
+        return fut
+
+    def _after_redeliver(self, fut: asyncio.Future[int]) -> None:
+        if not fut.cancelled() and fut.exception() is None and fut.result():
+            self.subscription.topic.notify()
+            self.subscription.dispatcher.wake()
+
+    # -- queries and lifecycle -------------------------------------------------------
+
+    async def last_message_id(self) -> LastMessageId:
+        return await self.subscription.last_message_id()
+
+    async def close(self) -> None:
+        """Detach; unacked entries go back to the subscription with a redelivery counted."""
+        await self.subscription.remove(self)
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription (refused with ConsumerBusy while others are attached)."""
+        await self.subscription.unsubscribe(self)
+
+    def lost(self) -> None:
+        """The lease was lost (reaped by another gateway): close locally, tell the client."""
+        if not self.closed:
+            self.closed = True
+            self.subscription.forget(self)
+            self.sink.closed_by_gateway(self)

@@ -1,0 +1,176 @@
+"""The dispatcher: moves a subscription's messages to this gateway's consumers.
+
+Theory of operation. Each subscription with consumers on this gateway has one dispatcher
+task. It sleeps until woken, by a topic notification (pub/sub, from any gateway's
+producers or redeliveries), by new permits (``CommandFlow``), or by a slow poll that also
+reaps consumers whose lease expired. Awake, it runs :meth:`Dispatcher.run_once`: for every
+local consumer with permits it calls ``dispatch.lua``, which atomically hands the consumer
+parked redeliveries first and then new entries past the group's cursor, never more messages
+than the permits allow. All consumers' calls go out in the same pipeline.
+
+With several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH``
+messages so a Shared subscription spreads its backlog, as Pulsar's
+``dispatcherMaxRoundRobinBatchSize`` (20) does. Consumers on other gateways compete through
+the same Lua script, so the split is fair across the fleet too and no entry is handed out
+twice.
+
+``run_once`` is callable from tests; :meth:`Dispatcher.start` runs it in a loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from gateway.consumer import Consumer, Delivery
+from gateway.errors import GatewayError
+from gateway.keys import PARKED_CONSUMER
+from gateway.producer import ENTRY_BLOB, ENTRY_NUM_MESSAGES
+from gateway.scripts import STATUS_CONSUMER_GONE
+
+if TYPE_CHECKING:
+    from gateway.subscription import Subscription
+
+__all__ = ["ROUND_ROBIN_BATCH", "Dispatcher", "parse_deliveries"]
+
+log = logging.getLogger(__name__)
+
+#: Most messages one consumer gets per round when several have permits (Pulsar
+#: ``dispatcherMaxRoundRobinBatchSize``).
+ROUND_ROBIN_BATCH = 20
+#: Fallback poll when no notification arrives, seconds: covers lost pub/sub messages.
+POLL_INTERVAL = 1.0
+
+
+def parse_deliveries(reply: list[Any]) -> list[Delivery]:
+    """Turn ``dispatch.lua``'s ``{code, id, fields, count, ...}`` into deliveries."""
+    out: list[Delivery] = []
+    for i in range(1, len(reply), 3):
+        fields = reply[i + 1]
+        blob = b""
+        num = 1
+        for j in range(0, len(fields), 2):
+            name = fields[j]
+            if name == ENTRY_BLOB:
+                blob = fields[j + 1]
+            elif name == ENTRY_NUM_MESSAGES:
+                num = int(fields[j + 1])
+        out.append(Delivery(reply[i], blob, num, int(reply[i + 2])))
+    return out
+
+
+class Dispatcher:
+    """Feeds one subscription's local consumers."""
+
+    def __init__(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._messages_per_entry = 1.0
+        self._next_reap = 0.0
+        self._rotation = 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"dispatcher {self.subscription.topic.full_name}"
+            )
+        self.wake()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+            self._wake.clear()
+            try:
+                if time.monotonic() >= self._next_reap:
+                    await self.reap()
+                await self.run_once()
+            except GatewayError as exc:
+                log.warning("dispatch on %s failed: %s", self.subscription.name, exc)
+                await asyncio.sleep(0.5)
+                self.wake()
+
+    async def reap(self) -> int:
+        """Hand back the unacked entries of consumers whose lease expired."""
+        sub = self.subscription
+        self._next_reap = time.monotonic() + sub.lease_ms / 2000
+        keys = sub.topic.keys
+        handed_back: int = await sub.storage.eval(
+            "reap_consumers",
+            [keys.stream, sub.consumers_key, sub.names_key],
+            [sub.name, PARKED_CONSUMER],
+        )
+        if handed_back:
+            log.info("subscription %s: %d entries handed back from expired consumers",
+                     sub.name, handed_back)
+            sub.topic.notify()
+        return handed_back
+
+    async def run_once(self) -> int:
+        """Dispatch until no local consumer has permits or nothing is left.
+
+        Returns:
+            The number of messages delivered.
+        """
+        sub = self.subscription
+        keys = sub.topic.keys
+        delivered = 0
+        while True:
+            ready = [c for c in sub.consumers if c.permits > 0 and not c.closed]
+            if not ready:
+                return delivered
+            self._rotation = (self._rotation + 1) % len(ready)
+            ready = ready[self._rotation :] + ready[: self._rotation]
+            several = len(ready) > 1
+            calls = [
+                sub.storage.eval(
+                    "dispatch",
+                    [keys.stream, sub.consumers_key],
+                    [
+                        sub.name,
+                        c.uid,
+                        min(c.permits, ROUND_ROBIN_BATCH) if several else c.permits,
+                        f"{self._messages_per_entry:.3f}",
+                        sub.lease_ms,
+                        PARKED_CONSUMER,
+                    ],
+                )
+                for c in ready
+            ]
+            progress = 0
+            for consumer, reply in zip(ready, await asyncio.gather(*calls), strict=True):
+                progress += self._hand_over(consumer, reply)
+            if not progress:
+                return delivered
+            delivered += progress
+
+    def _hand_over(self, consumer: Consumer, reply: list[Any]) -> int:
+        """Deliver one dispatch reply; returns the messages delivered."""
+        if reply[0] == STATUS_CONSUMER_GONE:
+            consumer.lost()
+            return 0
+        deliveries = parse_deliveries(reply)
+        if not deliveries:
+            return 0
+        messages = sum(d.num_messages for d in deliveries)
+        self._messages_per_entry = 0.8 * self._messages_per_entry + 0.2 * (
+            messages / len(deliveries)
+        )
+        if consumer.closed:
+            # Closed while the call was in flight: the release script, queued after this
+            # dispatch, has parked these entries again.
+            return 0
+        consumer.deliver(deliveries)
+        return messages

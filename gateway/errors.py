@@ -1,0 +1,93 @@
+"""The gateway's error hierarchy.
+
+Every failure the core reports is a :class:`GatewayError`. Adapters translate these into
+their own protocol's errors through one table each (the binary adapter into Pulsar's
+``ServerError``, the HTTP adapter into status codes); nothing else crosses that boundary.
+
+::
+
+    GatewayError                      (retriable = False)
+    ├── InvalidTopicName              bad topic name            -> InvalidTopicName
+    ├── NotAllowed                    refused by policy/state   -> NotAllowedError
+    ├── ConsumerBusy                  exclusive rule, type clash -> ConsumerBusy
+    ├── ProducerBusy                  producer name in use      -> ProducerBusy
+    ├── ConsumerNotFound              unknown consumer id       -> ConsumerNotFound
+    ├── ProducerNotFound              unknown producer id       -> NotAllowedError
+    ├── SubscriptionNotFound                                    -> SubscriptionNotFound
+    ├── TopicNotFound                                           -> TopicNotFound
+    ├── MessageTooLarge                                         -> NotAllowedError
+    └── StorageError                  Redis failed (retriable)  -> PersistenceError
+        └── ServiceNotReady           shutting down (retriable) -> ServiceNotReady
+
+``retriable`` is a class attribute clients of the core may read, in the manner of aiokafka's
+errors: a retriable error may succeed if the same request is sent again later.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConsumerBusy",
+    "ConsumerNotFound",
+    "GatewayError",
+    "InvalidTopicName",
+    "MessageTooLarge",
+    "NotAllowed",
+    "ProducerBusy",
+    "ProducerNotFound",
+    "ServiceNotReady",
+    "StorageError",
+    "SubscriptionNotFound",
+    "TopicNotFound",
+]
+
+
+class GatewayError(Exception):
+    """Root of every error the core raises."""
+
+    retriable = False
+
+
+class InvalidTopicName(GatewayError):
+    """The topic name does not follow Pulsar's naming rules."""
+
+
+class NotAllowed(GatewayError):
+    """The request is well formed but refused (Pulsar ``NotAllowedError``)."""
+
+
+class ConsumerBusy(GatewayError):
+    """An Exclusive subscription already has a consumer, or the type differs."""
+
+
+class ProducerBusy(GatewayError):
+    """A producer with that name is already connected to the topic."""
+
+
+class ConsumerNotFound(GatewayError):
+    """No consumer with that id exists on this connection."""
+
+
+class ProducerNotFound(GatewayError):
+    """No producer with that id exists on this connection."""
+
+
+class SubscriptionNotFound(GatewayError):
+    """The subscription does not exist."""
+
+
+class TopicNotFound(GatewayError):
+    """The topic does not exist."""
+
+
+class MessageTooLarge(GatewayError):
+    """The message is larger than the gateway's max message size."""
+
+
+class StorageError(GatewayError):
+    """Redis could not complete the operation; the same request may succeed later."""
+
+    retriable = True
+
+
+class ServiceNotReady(StorageError):
+    """The gateway is starting or shutting down."""

@@ -1,0 +1,116 @@
+"""The Redis key schema: the only module that knows how keys are spelled.
+
+Strategy: every key of one topic partition carries the same Redis Cluster hash tag, so each
+Lua script's ``KEYS`` stay in one slot. The tag is the full topic name with ``%``, ``{`` and
+``}`` percent-escaped: any legal topic name (which may contain ``{``, ``}``, ``:`` or ``/``)
+gives a tag that Redis reads whole, and the tag stays human-readable in ``redis-cli``.
+Variable parts (subscription names) always come last, so two different names never spell
+the same key.
+
+======================================  ======  ============================================
+key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
+======================================  ======  ============================================
+``P:{T}:stream``                        stream  one entry per Pulsar entry (fields below);
+                                                consumer group per subscription.
+                                                ``XADD`` by the producer path; groups by
+                                                ``subscribe.lua`` / ``unsubscribe.lua``
+``P:{T}:subs``                          hash    subscription name -> subscription type
+                                                (0 Exclusive, 1 Shared, 2 Failover,
+                                                3 Key_Shared); ``subscribe.lua``,
+                                                ``unsubscribe.lua``
+``P:{T}:consumers:<sub>``               zset    consumer uid -> lease expiry (ms since
+                                                epoch); ``subscribe.lua`` adds, gateways
+                                                renew (``ZADD XX``), ``release_consumer.lua``
+                                                and ``reap_consumers.lua`` remove
+``P:{T}:consumer-names:<sub>``          hash    consumer uid -> consumer name; same writers
+``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
+                                                (``PUBLISH`` after appends and redeliveries)
+``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
+                                                namespace; producer/subscribe first use
+``P:gateways``                          zset    gateway id -> lease expiry (ms); each gateway
+                                                renews its own member
+======================================  ======  ============================================
+
+Stream entry fields (see :mod:`gateway.entry`): ``m`` the stored blob (magic, CRC32C,
+metadata, payload, exactly as the producer sent it), ``n`` the number of messages when the
+entry is a client batch (absent for a single message).
+
+Within a consumer group, the pending-entries list is the subscription's unacked set. The
+reserved consumer name :data:`PARKED_CONSUMER` owns entries waiting for redelivery (nacked,
+or held by a consumer that left); dispatch hands them out first, in id order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.topic_name import TopicName
+
+__all__ = [
+    "PARKED_CONSUMER",
+    "KeySchema",
+    "TopicKeys",
+    "hash_tag",
+]
+
+#: Consumer name in every consumer group that holds entries awaiting redelivery. Consumer
+#: uids are ``<gateway id>-<n>``, so they never collide with it.
+PARKED_CONSUMER = b"~parked"
+
+
+def hash_tag(topic: str) -> str:
+    """The Redis Cluster hash tag of ``topic``, braces included."""
+    escaped = topic.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+    return "{" + escaped + "}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicKeys:
+    """Every key of one topic (partition), built once and kept by the topic object."""
+
+    prefix: str
+    topic: str
+
+    @property
+    def _base(self) -> str:
+        return f"{self.prefix}:{hash_tag(self.topic)}"
+
+    @property
+    def stream(self) -> str:
+        return f"{self._base}:stream"
+
+    @property
+    def subscriptions(self) -> str:
+        return f"{self._base}:subs"
+
+    @property
+    def notify_channel(self) -> str:
+        return f"{self._base}:notify"
+
+    def consumers(self, subscription: str) -> str:
+        return f"{self._base}:consumers:{subscription}"
+
+    def consumer_names(self, subscription: str) -> str:
+        return f"{self._base}:consumer-names:{subscription}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeySchema:
+    """Key builder bound to one prefix (``--key-prefix``, default ``pgw``)."""
+
+    prefix: str = "pgw"
+
+    def topic(self, topic: TopicName | str) -> TopicKeys:
+        return TopicKeys(self.prefix, str(topic))
+
+    def namespace_topics(self, namespace: str) -> str:
+        return f"{self.prefix}:ns:{namespace}:topics"
+
+    @property
+    def gateways(self) -> str:
+        return f"{self.prefix}:gateways"
+
+    @property
+    def notify_pattern(self) -> str:
+        """A pattern matching every topic's notify channel (for ``PSUBSCRIBE``)."""
+        return f"{self.prefix}:{{*}}:notify"

@@ -1,0 +1,75 @@
+"""Message ids and their mapping onto Redis stream ids.
+
+Strategy (DESIGN.md, "Message ids map to stream ids"): the stream entry ``ms-seq`` is the
+Pulsar entry ``(ledgerId=ms, entryId=seq)``. A client batch is one entry, so the messages
+inside it are ``(ms, seq, partition, batch_index)``. Ordering of ids is the ordering of the
+stream, which is what Pulsar's ``(ledgerId, entryId, batchIndex)`` comparison expects.
+
+Pulsar sends ``-1`` in unsigned 64-bit fields as ``2**64 - 1`` (``MessageId.earliest`` is
+``(-1, -1)``); :func:`signed64` undoes that before any arithmetic (protocol brief, 5.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "MessageId",
+    "signed64",
+    "stream_id",
+]
+
+_U64 = 1 << 64
+_I63 = (1 << 63) - 1
+
+
+def signed64(value: int) -> int:
+    """Read a uint64 wire value as the int64 the client meant (``2**64-1`` is ``-1``)."""
+    return value - _U64 if value > _I63 else value
+
+
+def stream_id(ledger_id: int, entry_id: int) -> bytes:
+    """The Redis stream id of entry ``(ledger_id, entry_id)``."""
+    return b"%d-%d" % (ledger_id, entry_id)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageId:
+    """A Pulsar message id as the core sees it (signed fields, -1 = absent)."""
+
+    ledger_id: int
+    entry_id: int
+    partition: int = -1
+    batch_index: int = -1
+
+    @classmethod
+    def from_stream_id(
+        cls, sid: bytes | str, partition: int = -1, batch_index: int = -1
+    ) -> MessageId:
+        """Build the id of stream entry ``sid`` (``b"1700000000000-5"``)."""
+        if isinstance(sid, str):
+            sid = sid.encode()
+        ms, _, seq = sid.partition(b"-")
+        return cls(int(ms), int(seq or 0), partition, batch_index)
+
+    @property
+    def stream_id(self) -> bytes:
+        return stream_id(self.ledger_id, self.entry_id)
+
+    @property
+    def is_earliest(self) -> bool:
+        return self.ledger_id == -1 and self.entry_id == -1
+
+    @property
+    def is_latest(self) -> bool:
+        return self.ledger_id == _I63 and self.entry_id == _I63
+
+    def __str__(self) -> str:
+        # Same form as the Python client's str(MessageId).
+        return f"({self.ledger_id},{self.entry_id},{self.partition},{self.batch_index})"
+
+
+EARLIEST = MessageId(-1, -1)
+LATEST = MessageId(_I63, _I63)

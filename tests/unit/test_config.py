@@ -1,0 +1,284 @@
+"""GatewayConfig and parse_config: defaults, flags, environment, precedence, validation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gateway.config import ENV_PREFIX, GatewayConfig, build_parser, parse_config
+
+# Every option: (field, flag, environment variable, a valid raw value, its parsed value).
+OPTIONS = [
+    ("port", "--port", "PULSAR_GATEWAY_PORT", "6651", 6651),
+    ("http_port", "--http-port", "PULSAR_GATEWAY_HTTP_PORT", "8081", 8081),
+    ("bind", "--bind", "PULSAR_GATEWAY_BIND", "127.0.0.2", "127.0.0.2"),
+    (
+        "advertised_address",
+        "--advertised-address",
+        "PULSAR_GATEWAY_ADVERTISED_ADDRESS",
+        "gw.example",
+        "gw.example",
+    ),
+    (
+        "redis_url",
+        "--redis-url",
+        "PULSAR_GATEWAY_REDIS_URL",
+        "redis://r:6379/0",
+        "redis://r:6379/0",
+    ),
+    ("data_dir", "--data-dir", "PULSAR_GATEWAY_DATA_DIR", "/var/lib/pgw", "/var/lib/pgw"),
+    ("log_level", "--log-level", "PULSAR_GATEWAY_LOG_LEVEL", "warning", "WARNING"),
+    ("key_prefix", "--key-prefix", "PULSAR_GATEWAY_KEY_PREFIX", "t1", "t1"),
+    ("cluster_name", "--cluster-name", "PULSAR_GATEWAY_CLUSTER_NAME", "east", "east"),
+    (
+        "max_message_size",
+        "--max-message-size",
+        "PULSAR_GATEWAY_MAX_MESSAGE_SIZE",
+        "1048576",
+        1048576,
+    ),
+    (
+        "keepalive_seconds",
+        "--keepalive-seconds",
+        "PULSAR_GATEWAY_KEEPALIVE_SECONDS",
+        "2.5",
+        2.5,
+    ),
+    (
+        "consumer_lease_seconds",
+        "--consumer-lease-seconds",
+        "PULSAR_GATEWAY_CONSUMER_LEASE_SECONDS",
+        "3",
+        3.0,
+    ),
+]
+OPTION_IDS = [option[0] for option in OPTIONS]
+
+# Invalid raw values: (flag, environment variable, raw value, text expected in the error).
+INVALID = [
+    ("--port", "PULSAR_GATEWAY_PORT", "-1", "0..65535"),
+    ("--port", "PULSAR_GATEWAY_PORT", "65536", "0..65535"),
+    ("--port", "PULSAR_GATEWAY_PORT", "http", "expected an integer"),
+    ("--http-port", "PULSAR_GATEWAY_HTTP_PORT", "99999", "0..65535"),
+    ("--http-port", "PULSAR_GATEWAY_HTTP_PORT", "1.5", "expected an integer"),
+    ("--bind", "PULSAR_GATEWAY_BIND", "a b", "whitespace"),
+    ("--advertised-address", "PULSAR_GATEWAY_ADVERTISED_ADDRESS", "a b", "whitespace"),
+    ("--redis-url", "PULSAR_GATEWAY_REDIS_URL", "http://r:6379", "redis://"),
+    ("--redis-url", "PULSAR_GATEWAY_REDIS_URL", "localhost:6379", "unix://"),
+    ("--redis-url", "PULSAR_GATEWAY_REDIS_URL", "REDIS://r", "redis://"),
+    ("--data-dir", "PULSAR_GATEWAY_DATA_DIR", "  ", "non-empty"),
+    ("--log-level", "PULSAR_GATEWAY_LOG_LEVEL", "verbose", "DEBUG, INFO"),
+    ("--key-prefix", "PULSAR_GATEWAY_KEY_PREFIX", "a b", "whitespace"),
+    ("--cluster-name", "PULSAR_GATEWAY_CLUSTER_NAME", "  ", "non-empty"),
+    ("--max-message-size", "PULSAR_GATEWAY_MAX_MESSAGE_SIZE", "0", "positive"),
+    ("--max-message-size", "PULSAR_GATEWAY_MAX_MESSAGE_SIZE", "-5", "positive"),
+    ("--max-message-size", "PULSAR_GATEWAY_MAX_MESSAGE_SIZE", "2147483648", "32-bit"),
+    ("--max-message-size", "PULSAR_GATEWAY_MAX_MESSAGE_SIZE", "5MB", "expected an integer"),
+    ("--keepalive-seconds", "PULSAR_GATEWAY_KEEPALIVE_SECONDS", "0", "positive"),
+    ("--keepalive-seconds", "PULSAR_GATEWAY_KEEPALIVE_SECONDS", "-1", "positive"),
+    ("--keepalive-seconds", "PULSAR_GATEWAY_KEEPALIVE_SECONDS", "nan", "finite"),
+    ("--keepalive-seconds", "PULSAR_GATEWAY_KEEPALIVE_SECONDS", "inf", "finite"),
+    ("--keepalive-seconds", "PULSAR_GATEWAY_KEEPALIVE_SECONDS", "soon", "expected a number"),
+    ("--consumer-lease-seconds", "PULSAR_GATEWAY_CONSUMER_LEASE_SECONDS", "0", "positive"),
+]
+INVALID_IDS = [f"{flag}={raw}" for flag, _, raw, _ in INVALID]
+
+
+def test_defaults() -> None:
+    config = GatewayConfig()
+    assert config.port == 6650
+    assert config.http_port == 8080
+    assert config.bind == "0.0.0.0"
+    assert config.advertised_address is None
+    assert config.redis_url is None
+    assert config.data_dir == "./data"
+    assert config.log_level == "INFO"
+    assert config.key_prefix == "pgw"
+    assert config.cluster_name == "standalone"
+    assert config.max_message_size == 5 * 1024 * 1024
+    assert config.keepalive_seconds == 30.0
+    assert config.consumer_lease_seconds == 10.0
+    assert config.gateway_id is None
+
+
+def test_parse_nothing_gives_defaults() -> None:
+    assert parse_config([], {}) == GatewayConfig()
+
+
+def test_unrelated_environment_is_ignored() -> None:
+    environ = {"PORT": "1", "REDIS_URL": "http://x", "PULSAR_GATEWAY_UNKNOWN": "x"}
+    assert parse_config([], environ) == GatewayConfig()
+
+
+def test_frozen_and_slotted() -> None:
+    config = GatewayConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.port = 1  # type: ignore[misc]
+    assert not hasattr(config, "__dict__")
+
+
+@pytest.mark.parametrize(("field", "flag", "env", "raw", "expected"), OPTIONS, ids=OPTION_IDS)
+def test_flag_sets_field(field: str, flag: str, env: str, raw: str, expected: object) -> None:
+    config = parse_config([flag, raw], {})
+    assert getattr(config, field) == expected
+    assert type(getattr(config, field)) is type(expected)
+
+
+@pytest.mark.parametrize(("field", "flag", "env", "raw", "expected"), OPTIONS, ids=OPTION_IDS)
+def test_env_sets_field(field: str, flag: str, env: str, raw: str, expected: object) -> None:
+    config = parse_config([], {env: raw})
+    assert getattr(config, field) == expected
+
+
+@pytest.mark.parametrize(("field", "flag", "env", "raw", "expected"), OPTIONS, ids=OPTION_IDS)
+def test_env_names_follow_field_names(
+    field: str, flag: str, env: str, raw: str, expected: object
+) -> None:
+    assert env == ENV_PREFIX + field.upper()
+    assert flag == "--" + field.replace("_", "-")
+
+
+def test_flag_wins_over_env() -> None:
+    config = parse_config(
+        ["--port", "7000", "--redis-url", "unix:///run/redis.sock"],
+        {"PULSAR_GATEWAY_PORT": "7001", "PULSAR_GATEWAY_REDIS_URL": "redis://other"},
+    )
+    assert config.port == 7000
+    assert config.redis_url == "unix:///run/redis.sock"
+
+
+def test_env_wins_over_default_and_mixes_with_flags() -> None:
+    config = parse_config(["--port", "0"], {"PULSAR_GATEWAY_HTTP_PORT": "0"})
+    assert (config.port, config.http_port) == (0, 0)
+    assert config.bind == GatewayConfig().bind
+
+
+def test_empty_env_var_counts_as_unset() -> None:
+    assert parse_config([], {"PULSAR_GATEWAY_REDIS_URL": ""}).redis_url is None
+    assert parse_config([], {"PULSAR_GATEWAY_PORT": ""}).port == 6650
+
+
+def test_bad_env_is_ignored_when_flag_given() -> None:
+    config = parse_config(["--port", "1"], {"PULSAR_GATEWAY_PORT": "not-a-port"})
+    assert config.port == 1
+
+
+def test_defaults_to_process_argv_and_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.argv", ["pulsar-gateway", "--port", "1234"])
+    monkeypatch.setenv("PULSAR_GATEWAY_CLUSTER_NAME", "from-env")
+    config = parse_config()
+    assert config.port == 1234
+    assert config.cluster_name == "from-env"
+
+
+@pytest.mark.parametrize("url", ["redis://h:1/2", "rediss://u:p@h:6380", "unix:///tmp/r.sock"])
+def test_redis_url_schemes(url: str) -> None:
+    assert parse_config(["--redis-url", url], {}).redis_url == url
+
+
+@pytest.mark.parametrize("level", ["debug", "Info", "WARNING", "error", "critical"])
+def test_log_level_normalized(level: str) -> None:
+    assert parse_config(["--log-level", level], {}).log_level == level.upper()
+    assert GatewayConfig(log_level=level).log_level == level.upper()
+
+
+@pytest.mark.parametrize("port", ["0", "65535"])
+def test_port_bounds_accepted(port: str) -> None:
+    assert parse_config(["--port", port, "--http-port", port], {}).port == int(port)
+
+
+@pytest.mark.parametrize(("flag", "env", "raw", "message"), INVALID, ids=INVALID_IDS)
+def test_invalid_flag_names_flag(
+    capsys: pytest.CaptureFixture[str], flag: str, env: str, raw: str, message: str
+) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        parse_config([f"{flag}={raw}"], {})
+    assert excinfo.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err
+    assert message in err
+
+
+@pytest.mark.parametrize(("flag", "env", "raw", "message"), INVALID, ids=INVALID_IDS)
+def test_invalid_env_names_variable(
+    capsys: pytest.CaptureFixture[str], flag: str, env: str, raw: str, message: str
+) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        parse_config([], {env: raw})
+    assert excinfo.value.code == 2
+    err = capsys.readouterr().err
+    assert f"environment variable {env}" in err
+    assert message in err
+
+
+def test_unknown_flag_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        parse_config(["--no-such-flag"], {})
+    assert excinfo.value.code == 2
+    assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_help_lists_every_option_and_env_var(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        parse_config(["--help"], {})
+    assert excinfo.value.code == 0
+    # argparse wraps to $COLUMNS; compare with whitespace removed.
+    out = "".join(capsys.readouterr().out.split())
+    for _, flag, env, _, _ in OPTIONS:
+        assert flag in out
+        assert env in out
+
+
+def test_help_shows_real_defaults() -> None:
+    text = "".join(build_parser().format_help().split())
+    assert "default:6650" in text
+    assert "default:./data" in text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"port": 70000}, "port"),
+        ({"http_port": -1}, "http_port"),
+        ({"port": True}, "port"),
+        ({"redis_url": "localhost"}, "redis_url"),
+        ({"log_level": "LOUD"}, "log_level"),
+        ({"max_message_size": 0}, "max_message_size"),
+        ({"keepalive_seconds": 0.0}, "keepalive_seconds"),
+        ({"consumer_lease_seconds": -2.0}, "consumer_lease_seconds"),
+        ({"key_prefix": ""}, "key_prefix"),
+        ({"gateway_id": "two words"}, "gateway_id"),
+    ],
+)
+def test_direct_construction_validates(kwargs: dict[str, object], field: str) -> None:
+    with pytest.raises(ValueError, match=f"^{field}: "):
+        GatewayConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_direct_construction_normalizes_int_seconds() -> None:
+    config = GatewayConfig(keepalive_seconds=5, gateway_id="gw-1")
+    assert config.keepalive_seconds == 5.0
+    assert isinstance(config.keepalive_seconds, float)
+    assert config.gateway_id == "gw-1"
+
+
+@pytest.mark.parametrize(
+    ("bind", "advertised", "expected"),
+    [
+        ("0.0.0.0", None, "127.0.0.1"),
+        ("::", None, "127.0.0.1"),
+        ("10.1.2.3", None, "10.1.2.3"),
+        ("localhost", None, "localhost"),
+        ("0.0.0.0", "broker.example", "broker.example"),
+        ("10.1.2.3", "broker.example", "broker.example"),
+    ],
+)
+def test_advertised_host(bind: str, advertised: str | None, expected: str) -> None:
+    assert GatewayConfig(bind=bind, advertised_address=advertised).advertised_host == expected
+
+
+def test_advertised_host_from_flags() -> None:
+    assert parse_config(["--bind", "192.168.1.5"], {}).advertised_host == "192.168.1.5"
+    environ = {"PULSAR_GATEWAY_ADVERTISED_ADDRESS": "pgw.local"}
+    assert parse_config([], environ).advertised_host == "pgw.local"
