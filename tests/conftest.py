@@ -1,0 +1,257 @@
+"""Fixtures shared by the test suite.
+
+* ``redis_url`` (session): a real ``redis-server`` started from PATH in a temp dir on a free
+  port, or the server named by ``PGW_TEST_REDIS_URL`` (compose, CI services). Skips cleanly
+  when neither exists, so unit tests still run anywhere.
+* ``redis_clean`` (function): flushes that server before the test.
+* ``gateway`` / ``gateway_factory``: real gateways on that Redis, each running in its own
+  thread and event loop (the official client's sync API blocks, so the gateway must not share
+  the test's loop). ``gateway_process`` runs one as a subprocess of the real
+  ``pulsar-gateway`` command, for signal and kill tests.
+* ``client_factory``: official ``pulsar.Client`` objects, closed after the test.
+
+Timeouts are written in units of ``TIMEOUT`` seconds, scaled by ``PGW_TEST_TIME_SCALE``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from gateway.config import GatewayConfig
+from gateway.main import Gateway
+
+ROOT = Path(__file__).resolve().parent.parent
+TIME_SCALE = float(os.environ.get("PGW_TEST_TIME_SCALE", "1"))
+#: A generous "should have happened by now" in seconds.
+TIMEOUT = 10.0 * TIME_SCALE
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = TIMEOUT, interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout:.1f}s")
+        time.sleep(interval)
+
+
+# -- Redis ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    url = os.environ.get("PGW_TEST_REDIS_URL")
+    if url:
+        yield url
+        return
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide redis-server (.ci/run installs it)")
+        pytest.skip("no redis-server on PATH and PGW_TEST_REDIS_URL not set")
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="pgw-test-redis-")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+         "no", "--dir", workdir, "--logfile", os.path.join(workdir, "redis.log")],
+    )
+    client = redis.Redis(port=port)
+    try:
+        wait_for(lambda: _pings(client))
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+@pytest.fixture
+def redis_clean(redis_url: str) -> Iterator[redis.Redis]:
+    """A sync client on the test Redis, flushed before the test."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    yield client
+    client.close()
+
+
+# -- gateways ------------------------------------------------------------------------------
+
+
+class GatewayThread:
+    """A real gateway on its own event loop in a background thread."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.gateway = Gateway(config)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def start(self) -> GatewayThread:
+        self._thread.start()
+        self.call(self.gateway.start())
+        return self
+
+    def call(self, coro: Any, timeout: float = TIMEOUT) -> Any:
+        """Run a coroutine on the gateway's loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.gateway.port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway.http_port}"
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        try:
+            self.call(self.gateway.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(TIMEOUT)
+            self.loop.close()
+
+
+def make_config(redis_url: str, **overrides: Any) -> GatewayConfig:
+    base = GatewayConfig(
+        port=0, http_port=0, bind="127.0.0.1", redis_url=redis_url, log_level="INFO"
+    )
+    return replace(base, **overrides)
+
+
+@pytest.fixture
+def gateway_factory(redis_clean: redis.Redis, redis_url: str) -> Iterator[Callable[..., GatewayThread]]:
+    started: list[GatewayThread] = []
+
+    def factory(**overrides: Any) -> GatewayThread:
+        gw = GatewayThread(make_config(redis_url, **overrides)).start()
+        started.append(gw)
+        return gw
+
+    yield factory
+    for gw in reversed(started):
+        gw.stop()
+
+
+@pytest.fixture
+def gateway(gateway_factory: Callable[..., GatewayThread]) -> GatewayThread:
+    return gateway_factory()
+
+
+class GatewayProcess:
+    """The real ``pulsar-gateway`` command in a subprocess."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.http_port = free_port()
+        self.log_path = Path(tempfile.mkstemp(prefix="pgw-gateway-", suffix=".log")[1])
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.main", "--port", str(self.port), "--http-port",
+             str(self.http_port), "--bind", "127.0.0.1", *args],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
+            env={**os.environ, **(env or {})},
+        )
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 3 * TIMEOUT) -> GatewayProcess:
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"gateway exited early:\n{self.log()}")
+            return "ready:" in self.log()
+
+        wait_for(ready, timeout)
+        return self
+
+    def stop(self, sig: int = 15, timeout: float = 2 * TIMEOUT) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout)
+        self._log.close()
+        return int(self.proc.returncode)
+
+
+@pytest.fixture
+def gateway_process() -> Iterator[Callable[..., GatewayProcess]]:
+    started: list[GatewayProcess] = []
+
+    def factory(*args: str, env: dict[str, str] | None = None) -> GatewayProcess:
+        gp = GatewayProcess(list(args), env)
+        started.append(gp)
+        return gp
+
+    yield factory
+    for gp in started:
+        if gp.proc.poll() is None:
+            gp.proc.kill()
+            gp.proc.wait(TIMEOUT)
+        gp._log.close()
+        gp.log_path.unlink(missing_ok=True)
+
+
+# -- the official client -------------------------------------------------------------------
+
+
+@pytest.fixture
+def client_factory() -> Iterator[Callable[..., Any]]:
+    import pulsar
+
+    clients: list[Any] = []
+
+    def factory(url: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("operation_timeout_seconds", 10)
+        kwargs.setdefault("logger", pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        client = pulsar.Client(url, **kwargs)
+        clients.append(client)
+        return client
+
+    yield factory
+    for client in clients:
+        try:
+            client.close()
+        except pulsar.AlreadyClosed:  # the test closed it itself
+            pass
+
+
+@pytest.fixture
+def client(gateway: GatewayThread, client_factory: Callable[..., Any]) -> Any:
+    return client_factory(gateway.url)
