@@ -43,9 +43,7 @@ log = logging.getLogger(__name__)
 _MAX_SEQ = (1 << 64) - 1
 
 
-def start_position(
-    initial: InitialPosition, start: MessageId | None
-) -> bytes:
+def start_position(initial: InitialPosition, start: MessageId | None) -> bytes:
     """The consumer-group id to create a subscription at.
 
     A group's id is its last-delivered entry, so delivery starts *after* it: ``$`` for

@@ -89,9 +89,7 @@ class ConsumerSink(Protocol):
 class Consumer:
     """One consumer of a subscription, attached through this gateway."""
 
-    def __init__(
-        self, subscription: Subscription, uid: str, name: str, sink: ConsumerSink
-    ) -> None:
+    def __init__(self, subscription: Subscription, uid: str, name: str, sink: ConsumerSink) -> None:
         self.subscription = subscription
         self.uid = uid
         self.name = name
@@ -136,9 +134,7 @@ class Consumer:
 
     def ack_cumulative(self, upto: bytes) -> asyncio.Future[int]:
         """Acknowledge everything up to and including stream id ``upto``."""
-        return self._storage.eval(
-            "cumulative_ack", [self._stream], [self.subscription.name, upto]
-        )
+        return self._storage.eval("cumulative_ack", [self._stream], [self.subscription.name, upto])
 
     def redeliver(self, stream_ids: Sequence[bytes] | None) -> asyncio.Future[int]:
         """Give unacked entries back for redelivery (all of this consumer's when None)."""

@@ -113,8 +113,11 @@ class Dispatcher:
             [sub.name, PARKED_CONSUMER],
         )
         if handed_back:
-            log.info("subscription %s: %d entries handed back from expired consumers",
-                     sub.name, handed_back)
+            log.info(
+                "subscription %s: %d entries handed back from expired consumers",
+                sub.name,
+                handed_back,
+            )
             sub.topic.notify()
         return handed_back
 

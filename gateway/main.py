@@ -54,8 +54,12 @@ class Gateway:
         if url is None:
             self.embedded = EmbeddedRedis(config.data_dir)
             url = await self.embedded.start()
-            log.info("no --redis-url given: using the embedded redis-server at %s "
-                     "(append-only persistence in %s)", url, self.embedded.data_dir)
+            log.info(
+                "no --redis-url given: using the embedded redis-server at %s "
+                "(append-only persistence in %s)",
+                url,
+                self.embedded.data_dir,
+            )
         self.redis = Redis.from_url(url, protocol=2)
         await self.redis.ping()
         self.broker = Broker(config, self.redis)
@@ -120,8 +124,13 @@ async def serve(config: GatewayConfig) -> None:
     gateway = Gateway(config)
     try:
         await gateway.start()
-        log.info("ready: pulsar://%s:%d, http://%s:%d", config.advertised_host, gateway.port,
-                 config.advertised_host, gateway.http_port)
+        log.info(
+            "ready: pulsar://%s:%d, http://%s:%d",
+            config.advertised_host,
+            gateway.port,
+            config.advertised_host,
+            gateway.http_port,
+        )
         await stop.wait()
         log.info("signal received: shutting down")
     finally:

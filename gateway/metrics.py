@@ -23,15 +23,19 @@ class GatewayMetrics:
             "pulsar_gateway_connections", "Open client connections", ["protocol"], registry=r
         )
         self.connections_opened = Counter(
-            "pulsar_gateway_connections_opened", "Client connections accepted", ["protocol"],
+            "pulsar_gateway_connections_opened",
+            "Client connections accepted",
+            ["protocol"],
             registry=r,
         )
         self.commands = Counter(
             "pulsar_gateway_commands", "Commands received", ["protocol", "command"], registry=r
         )
         self.errors = Counter(
-            "pulsar_gateway_errors", "Errors returned to clients, by Pulsar error name",
-            ["protocol", "error"], registry=r,
+            "pulsar_gateway_errors",
+            "Errors returned to clients, by Pulsar error name",
+            ["protocol", "error"],
+            registry=r,
         )
         self.in_messages = Counter(
             "pulsar_in_messages", "Messages published through this gateway", registry=r

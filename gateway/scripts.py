@@ -18,10 +18,10 @@ from importlib import resources
 from gateway.errors import ConsumerBusy, GatewayError
 
 __all__ = [
+    "SCRIPTS",
     "STATUS_CONSUMER_BUSY",
     "STATUS_CONSUMER_GONE",
     "STATUS_OK",
-    "SCRIPTS",
     "Script",
     "raise_for_status",
 ]

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError
 
 from gateway.errors import ServiceNotReady, StorageError
 from gateway.scripts import SCRIPTS, Script
@@ -219,9 +219,9 @@ class Notifier:
                     channel = message["channel"]
                     if isinstance(channel, bytes):
                         channel = channel.decode()
-                    callback = self._callbacks.get(channel)
-                    if callback is not None:
-                        callback()
+                    wake = self._callbacks.get(channel)
+                    if wake is not None:
+                        wake()
                     message = await self._pubsub.get_message(timeout=0)
             except asyncio.CancelledError:
                 raise
@@ -234,7 +234,7 @@ class Notifier:
 
     async def _reset(self) -> None:
         try:
-            await self._pubsub.aclose()
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
         except RedisError:
             pass
         self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
@@ -248,7 +248,7 @@ class Notifier:
                 await asyncio.wait_for(asyncio.shield(self._task), 5)
             except TimeoutError:
                 self._task.cancel()
-        await self._pubsub.aclose()
+        await self._pubsub.aclose()  # type: ignore[no-untyped-call]
 
 
 def resolved(value: Any) -> Awaitable[Any]:

@@ -76,8 +76,21 @@ def redis_url() -> Iterator[str]:
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="pgw-test-redis-")
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-         "no", "--dir", workdir, "--logfile", os.path.join(workdir, "redis.log")],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--logfile",
+            os.path.join(workdir, "redis.log"),
+        ],
     )
     client = redis.Redis(port=port)
     try:
@@ -153,7 +166,9 @@ def make_config(redis_url: str, **overrides: Any) -> GatewayConfig:
 
 
 @pytest.fixture
-def gateway_factory(redis_clean: redis.Redis, redis_url: str) -> Iterator[Callable[..., GatewayThread]]:
+def gateway_factory(
+    redis_clean: redis.Redis, redis_url: str
+) -> Iterator[Callable[..., GatewayThread]]:
     started: list[GatewayThread] = []
 
     def factory(**overrides: Any) -> GatewayThread:
@@ -180,9 +195,21 @@ class GatewayProcess:
         self.log_path = Path(tempfile.mkstemp(prefix="pgw-gateway-", suffix=".log")[1])
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.main", "--port", str(self.port), "--http-port",
-             str(self.http_port), "--bind", "127.0.0.1", *args],
-            stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "gateway.main",
+                "--port",
+                str(self.port),
+                "--http-port",
+                str(self.http_port),
+                "--bind",
+                "127.0.0.1",
+                *args,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
             env={**os.environ, **(env or {})},
         )
 

@@ -7,6 +7,8 @@ format. Unknown paths get a 404 with a JSON body, like the rest of the admin API
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
@@ -34,7 +36,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 @web.middleware
-async def json_errors(request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
+async def json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     """Every HTTP error carries a JSON body with a ``reason``, as Pulsar's admin API does."""
     try:
         return await handler(request)

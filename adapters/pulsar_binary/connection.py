@@ -93,7 +93,7 @@ class ServerConnection:
         if self.state is ConnectionState.CLOSED:
             return
         self._decoder.feed(data)
-        while self.state is not ConnectionState.CLOSED:
+        while not self._close_expected:
             try:
                 frame = self._decoder.next_frame()
             except codec.CodecError as exc:
@@ -121,8 +121,11 @@ class ServerConnection:
             request_id = getattr(command, "request_id", None)
             name = pb.BaseCommand.Type.Name(type_)
             if request_id is not None:
-                self.send_error(request_id, pb.NotAllowedError, f"{name} not allowed in state "
-                                f"{self.state.value}")
+                self.send_error(
+                    request_id,
+                    pb.NotAllowedError,
+                    f"{name} not allowed in state {self.state.value}",
+                )
             self._fail(f"{name} received in state {self.state.value}")
             return
         if isinstance(command, Connect):
@@ -304,8 +307,9 @@ class ServerConnection:
     ) -> None:
         """A MESSAGE frame carrying a stored entry, forwarded without re-encoding."""
         self._out.append(
-            codec.encode_message(consumer_id, ledger_id, entry_id, partition, redelivery_count,
-                                 blob)
+            codec.encode_message(
+                consumer_id, ledger_id, entry_id, partition, redelivery_count, blob
+            )
         )
 
     def send_ack_response(
@@ -355,9 +359,7 @@ class ServerConnection:
             r.consumer_mark_delete_position.entryId = mark_delete[1] % (1 << 64)
         self._command(cmd)
 
-    def send_get_topics_of_namespace_response(
-        self, request_id: int, topics: Sequence[str]
-    ) -> None:
+    def send_get_topics_of_namespace_response(self, request_id: int, topics: Sequence[str]) -> None:
         cmd = pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
         r = cmd.getTopicsOfNamespaceResponse
         r.request_id = request_id

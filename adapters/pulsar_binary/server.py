@@ -149,8 +149,12 @@ class BinaryServer:
         )
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
-        log.info("Pulsar binary protocol on %s:%d (advertised %s)",
-                 self.host, self.port, self.service_url)
+        log.info(
+            "Pulsar binary protocol on %s:%d (advertised %s)",
+            self.host,
+            self.port,
+            self.service_url,
+        )
 
     async def close(self) -> None:
         """Stop accepting, close every connection, wait for their sessions to finish."""

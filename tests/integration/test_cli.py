@@ -25,8 +25,11 @@ def test_embedded_redis_persists_across_restarts(gateway_process, client_factory
     data_dir = str(tmp_path / "data")
     first = gateway_process("--data-dir", data_dir).wait_ready()
     assert "embedded redis-server" in first.log()
-    redis_children = [p for p in psutil.Process(first.proc.pid).children(recursive=True)
-                      if "redis-server" in p.name()]
+    redis_children = [
+        p
+        for p in psutil.Process(first.proc.pid).children(recursive=True)
+        if "redis-server" in p.name()
+    ]
     assert redis_children, "the gateway should run its own redis-server"
 
     client = client_factory(first.url)
@@ -66,10 +69,10 @@ def test_http_health_metrics_and_json_errors(gateway, client):
     assert "reason" in json.loads(body)
 
 
-def test_flags_and_environment_configure_the_process(gateway_process, client_factory,
-                                                     redis_url):
-    gp = gateway_process(env={"PULSAR_GATEWAY_REDIS_URL": redis_url,
-                              "PULSAR_GATEWAY_LOG_LEVEL": "debug"}).wait_ready()
+def test_flags_and_environment_configure_the_process(gateway_process, client_factory, redis_url):
+    gp = gateway_process(
+        env={"PULSAR_GATEWAY_REDIS_URL": redis_url, "PULSAR_GATEWAY_LOG_LEVEL": "debug"}
+    ).wait_ready()
     assert "embedded" not in gp.log()
     assert " DEBUG " in gp.log()
     client = client_factory(gp.url)
@@ -84,16 +87,18 @@ def test_bad_flag_is_refused(gateway_process):
     assert "--port" in gp.log()
 
 
-def test_sigterm_releases_consumers_to_other_gateways(gateway_process, gateway,
-                                                      client_factory, redis_url):
+def test_sigterm_releases_consumers_to_other_gateways(
+    gateway_process, gateway, client_factory, redis_url
+):
     gp = gateway_process("--redis-url", redis_url).wait_ready()
     client = client_factory(gp.url)
     held = client.subscribe("term", "s", consumer_type=pulsar.ConsumerType.Shared)
     producer = client_factory(gateway.url).create_producer("term")
     producer.send(b"held")
     assert held.receive(timeout_millis=int(TIMEOUT * 1000)).data() == b"held"
-    other = client_factory(gateway.url).subscribe("term", "s",
-                                                  consumer_type=pulsar.ConsumerType.Shared)
+    other = client_factory(gateway.url).subscribe(
+        "term", "s", consumer_type=pulsar.ConsumerType.Shared
+    )
     assert gp.stop() == 0
     msg = other.receive(timeout_millis=int(TIMEOUT * 1000))
     assert (msg.data(), msg.redelivery_count()) == (b"held", 1)

@@ -25,15 +25,18 @@ def test_shared_subscription_split_across_gateways(gateway_factory, client_facto
     gw_a, gw_b = gateway_factory(), gateway_factory()
     client_a, client_b = client_factory(gw_a.url), client_factory(gw_b.url)
     topic = "fleet-shared"
-    c1 = client_a.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                            receiver_queue_size=10)
-    c2 = client_b.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                            receiver_queue_size=10)
+    c1 = client_a.subscribe(
+        topic, "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10
+    )
+    c2 = client_b.subscribe(
+        topic, "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10
+    )
     got1: list[bytes] = []
     got2: list[bytes] = []
     stop = threading.Event()
-    threads = [threading.Thread(target=_drain, args=(c, g, stop)) for c, g in ((c1, got1),
-                                                                               (c2, got2))]
+    threads = [
+        threading.Thread(target=_drain, args=(c, g, stop)) for c, g in ((c1, got1), (c2, got2))
+    ]
     for t in threads:
         t.start()
     producer = client_a.create_producer(topic, batching_enabled=False)
@@ -66,8 +69,7 @@ def test_exclusive_rule_holds_across_gateways(gateway_factory, client_factory):
     assert second.receive(timeout_millis=int(TIMEOUT * 1000)).data() == b"after-handover"
 
 
-def test_unacked_messages_move_to_another_gateway_when_one_stops(gateway_factory,
-                                                                 client_factory):
+def test_unacked_messages_move_to_another_gateway_when_one_stops(gateway_factory, client_factory):
     gw_a, gw_b = gateway_factory(), gateway_factory()
     client_a, client_b = client_factory(gw_a.url), client_factory(gw_b.url)
     topic = "fleet-handover"
@@ -91,8 +93,9 @@ def test_killed_gateway_consumers_are_reaped_by_the_fleet(
     gateway hands its unacked messages to the remaining consumers."""
     lease = 1.5
     survivor = gateway_factory(consumer_lease_seconds=lease)
-    doomed = gateway_process("--redis-url", redis_url, "--consumer-lease-seconds",
-                             str(lease)).wait_ready()
+    doomed = gateway_process(
+        "--redis-url", redis_url, "--consumer-lease-seconds", str(lease)
+    ).wait_ready()
     client_doomed = client_factory(doomed.url)
     client_ok = client_factory(survivor.url)
     topic = "fleet-kill"

@@ -124,7 +124,7 @@ SEND_MODES = [
     ("sync", None),
     ("async", None),
     ("sync", 10),
-    ("async", 1),
+    ("async", 2),
     ("async", 7),
     ("async", 100),
 ]
