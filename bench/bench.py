@@ -378,7 +378,8 @@ def summarize_profile(path: Path, top: int = 15) -> str:
     ]
     for i, (frame, count) in enumerate(own.most_common(top), 1):
         lines.append(
-            f"| {i} | {100 * count / samples:.1f} | {100 * total[frame] / samples:.1f} | `{frame}` |"
+            f"| {i} | {100 * count / samples:.1f} | {100 * total[frame] / samples:.1f} "
+            f"| `{frame}` |"
         )
     lines += ["", "Top inclusive (%total):", ""]
     for frame, count in total.most_common(top):

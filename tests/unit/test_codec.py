@@ -777,7 +777,8 @@ def run_decoder(
     try:
         for chunk in chunks:
             decoder.feed(chunk)
-            frames += drain(decoder)
+            while (frame := decoder.next_frame()) is not None:
+                frames.append(frame)
     except CodecError as exc:
         return frames, type(exc), decoder.buffered
     return frames, None, decoder.buffered

@@ -1,0 +1,162 @@
+"""The Lua scripts and the per-tick storage lane, against a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from gateway.dispatcher import parse_deliveries
+from gateway.errors import StorageError
+from gateway.keys import PARKED_CONSUMER, KeySchema
+from gateway.scripts import STATUS_CONSUMER_BUSY, STATUS_CONSUMER_GONE, STATUS_OK
+from gateway.storage import Storage
+
+KEYS = KeySchema("t").topic("persistent://public/default/scripts")
+SUB = "sub"
+LEASE = 60_000
+
+
+@pytest.fixture
+async def storage(redis_clean, redis_url) -> AsyncIterator[Storage]:
+    client = Redis.from_url(redis_url, protocol=2)
+    s = Storage(client)
+    await s.load_scripts()
+    yield s
+    await s.close()
+    await client.aclose()
+
+
+async def subscribe(storage: Storage, uid: str, sub_type: int = 1, position: str = "0") -> list:
+    return await storage.eval(
+        "subscribe",
+        [KEYS.stream, KEYS.subscriptions, KEYS.consumers(SUB), KEYS.consumer_names(SUB)],
+        [SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER],
+    )
+
+
+async def dispatch(storage: Storage, uid: str, permits: int, per_entry: float = 1) -> list:
+    return await storage.eval(
+        "dispatch",
+        [KEYS.stream, KEYS.consumers(SUB)],
+        [SUB, uid, permits, per_entry, LEASE, PARKED_CONSUMER],
+    )
+
+
+async def append(storage: Storage, count: int, batch: int = 1) -> list[bytes]:
+    fields = ["m", b"blob"] + (["n", batch] if batch > 1 else [])
+    return list(
+        await asyncio.gather(
+            *(storage.call("XADD", KEYS.stream, "*", *fields) for _ in range(count))
+        )
+    )
+
+
+async def test_commands_of_one_tick_share_a_pipeline(storage):
+    before = storage.pipelines_sent
+    replies = await asyncio.gather(*(storage.call("INCR", "t:counter") for _ in range(500)))
+    assert sorted(replies) == list(range(1, 501))
+    assert storage.pipelines_sent - before <= 2
+
+
+async def test_cold_script_cache_is_reloaded(storage):
+    await storage.redis.script_flush()
+    code, _, _ = await subscribe(storage, "g-1")
+    assert code == STATUS_OK
+
+
+async def test_storage_error_when_redis_is_unreachable():
+    client = Redis(host="127.0.0.1", port=1, protocol=2, socket_connect_timeout=0.5)
+    storage = Storage(client)
+    with pytest.raises(StorageError):
+        await storage.call("PING")
+    await client.aclose()
+
+
+async def test_exclusive_rule_and_type_clash(storage):
+    assert (await subscribe(storage, "g-1", sub_type=0))[0] == STATUS_OK
+    assert (await subscribe(storage, "g-2", sub_type=0))[0] == STATUS_CONSUMER_BUSY
+    assert (await subscribe(storage, "g-3", sub_type=1))[0] == STATUS_CONSUMER_BUSY
+
+
+async def test_dispatch_honours_permits_in_messages(storage):
+    await subscribe(storage, "g-1")
+    ids = await append(storage, 5, batch=10)  # 5 entries of 10 messages
+    reply = await dispatch(storage, "g-1", permits=25, per_entry=1)
+    got = parse_deliveries(reply)
+    # entries are sent while a permit remains: 10 + 10 + 10 (the last overshoots)
+    assert [d.stream_id for d in got] == ids[:3]
+    assert {d.num_messages for d in got} == {10}
+    # the entries read beyond the permits were un-read: the next call starts at entry 4
+    assert [d.stream_id for d in parse_deliveries(await dispatch(storage, "g-1", 100))] == ids[3:]
+    pending = await storage.call("XPENDING", KEYS.stream, SUB)
+    assert pending["pending"] == 5
+
+
+async def test_parked_entries_come_first_with_their_count(storage):
+    await subscribe(storage, "g-1")
+    await subscribe(storage, "g-2")
+    ids = await append(storage, 4)
+    first = parse_deliveries(await dispatch(storage, "g-1", 2))
+    assert [d.stream_id for d in first] == ids[:2]
+    # g-2 cannot redeliver g-1's entries; g-1 can
+    moved = await storage.eval("redeliver", [KEYS.stream], [SUB, "g-2", PARKED_CONSUMER, ids[0]])
+    assert moved == 0
+    moved = await storage.eval("redeliver", [KEYS.stream], [SUB, "g-1", PARKED_CONSUMER, ids[1]])
+    assert moved == 1
+    again = parse_deliveries(await dispatch(storage, "g-2", 10))
+    assert [d.stream_id for d in again] == [ids[1], ids[2], ids[3]]
+    assert [d.redelivery_count for d in again] == [1, 0, 0]
+
+
+async def test_release_and_reap_hand_entries_back(storage):
+    await subscribe(storage, "g-1")
+    await subscribe(storage, "g-2")
+    ids = await append(storage, 3)
+    await dispatch(storage, "g-1", 3)
+    handed = await storage.eval(
+        "release_consumer",
+        [KEYS.stream, KEYS.consumers(SUB), KEYS.consumer_names(SUB)],
+        [SUB, "g-1", PARKED_CONSUMER],
+    )
+    assert handed == 3
+    assert (await dispatch(storage, "g-1", 1)) == [STATUS_CONSUMER_GONE]
+    got = parse_deliveries(await dispatch(storage, "g-2", 10))
+    assert [(d.stream_id, d.redelivery_count) for d in got] == [(i, 1) for i in ids]
+    # g-2's lease expires: the next subscribe reaps it and its entries go back
+    await storage.call("ZADD", KEYS.consumers(SUB), 1, "g-2")
+    code, _, handed_back = await subscribe(storage, "g-3")
+    assert (code, handed_back) == (STATUS_OK, 3)
+    got = parse_deliveries(await dispatch(storage, "g-3", 10))
+    assert [d.redelivery_count for d in got] == [2, 2, 2]
+
+
+async def test_cumulative_ack_moves_the_cursor(storage):
+    await subscribe(storage, "g-1", sub_type=0)
+    ids = await append(storage, 6)
+    await dispatch(storage, "g-1", 2)
+    acked = await storage.eval("cumulative_ack", [KEYS.stream], [SUB, ids[3]])
+    assert acked == 2
+    got = parse_deliveries(await dispatch(storage, "g-1", 10))
+    assert [d.stream_id for d in got] == ids[4:]
+
+
+async def test_unsubscribe_refused_while_others_attached(storage):
+    await subscribe(storage, "g-1")
+    await subscribe(storage, "g-2")
+    keys = [KEYS.stream, KEYS.subscriptions, KEYS.consumers(SUB), KEYS.consumer_names(SUB)]
+    code, _ = await storage.eval("unsubscribe", keys, [SUB, "g-1", PARKED_CONSUMER])
+    assert code == STATUS_CONSUMER_BUSY
+    await storage.call("ZREM", KEYS.consumers(SUB), "g-2")
+    code, _ = await storage.eval("unsubscribe", keys, [SUB, "g-1", PARKED_CONSUMER])
+    assert code == STATUS_OK
+    assert await storage.call("XINFO", "GROUPS", KEYS.stream) == []
+    assert not await storage.call("EXISTS", KEYS.consumers(SUB), KEYS.subscriptions)
+
+
+async def test_lease_renewal_reports_lost_consumers(storage):
+    await subscribe(storage, "g-1")
+    lost = await storage.eval("renew_leases", [KEYS.consumers(SUB)], [LEASE, "g-1", "g-9"])
+    assert lost == [b"g-9"]
