@@ -125,7 +125,7 @@ class Broker:
         await topic.register()
         if not producer_name:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
-        return Producer(topic, producer_name, self.storage)
+        return Producer(topic, producer_name, self.storage, self.metrics)
 
     # -- subscriptions -------------------------------------------------------------------
 

@@ -124,6 +124,7 @@ class Consumer:
                 d.redelivery_count = 0
         self.permits -= count
         self.messages_delivered += count
+        self.subscription.broker.metrics.out_messages.inc(count)
         self.sink.deliver(self, deliveries)
 
     # -- acknowledgement -------------------------------------------------------------

@@ -8,6 +8,8 @@ process (tests, the bench) without clashing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 __all__ = ["GatewayMetrics"]
@@ -46,6 +48,16 @@ class GatewayMetrics:
         self.out_messages = Counter(
             "pulsar_out_messages", "Messages delivered through this gateway", registry=r
         )
+
+        self._command_children: dict[tuple[str, str], Any] = {}
+
+    def count_command(self, protocol: str, command: str) -> None:
+        """Count one received command (children cached: this runs per SEND and ACK)."""
+        key = (protocol, command)
+        child = self._command_children.get(key)
+        if child is None:
+            child = self._command_children[key] = self.commands.labels(protocol, command)
+        child.inc()
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

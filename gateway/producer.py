@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+from gateway.metrics import GatewayMetrics
 from gateway.storage import Storage
 from gateway.topic import Topic
 
@@ -28,10 +29,12 @@ _names = itertools.count()
 class Producer:
     """One producer attached to a topic on this gateway."""
 
-    def __init__(self, topic: Topic, name: str, storage: Storage) -> None:
+    def __init__(self, topic: Topic, name: str, storage: Storage, metrics: GatewayMetrics) -> None:
         self.topic = topic
         self.name = name
         self._storage = storage
+        self._in_messages = metrics.in_messages
+        self._in_bytes = metrics.in_bytes
         self._stream = topic.keys.stream
         self.closed = False
         self.messages_published = 0
@@ -56,6 +59,8 @@ class Producer:
             fut = self._storage.call("XADD", self._stream, "*", ENTRY_BLOB, blob)
         self._storage.notify(self.topic.keys.notify_channel)
         self.messages_published += num_messages
+        self._in_messages.inc(num_messages)
+        self._in_bytes.inc(len(blob))
         return fut
 
     def close(self) -> None:

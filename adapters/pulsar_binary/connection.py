@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from adapters.pulsar_binary import codec
 from adapters.pulsar_binary.commands import (
@@ -72,7 +72,9 @@ class ServerConnection:
         *,
         server_version: str = "pulsar-redis-gateway",
         max_message_size: int = codec.DEFAULT_MAX_MESSAGE_SIZE,
+        on_error: Callable[[int], None] | None = None,
     ) -> None:
+        """``on_error`` is told the ``ServerError`` of every error frame sent (metrics)."""
         self.state = ConnectionState.START
         self.server_version = server_version
         self.max_message_size = max_message_size
@@ -85,6 +87,7 @@ class ServerConnection:
         self.close_reason = ""
         self._heard_from_peer = False
         self._ping_outstanding = False
+        self._on_error = on_error
 
     # -- input -------------------------------------------------------------------------
 
@@ -196,6 +199,10 @@ class ServerConnection:
     def _command(self, cmd: pb.BaseCommand) -> None:
         self._out.append(codec.encode_command(cmd))
 
+    def _error_sent(self, error: int) -> None:
+        if self._on_error is not None:
+            self._on_error(error)
+
     def send_connected(self) -> None:
         cmd = pb.BaseCommand(type=T.CONNECTED)
         cmd.connected.server_version = self.server_version
@@ -222,6 +229,7 @@ class ServerConnection:
         cmd = pb.BaseCommand(type=T.ERROR)
         cmd.error.request_id = request_id
         cmd.error.error = error  # type: ignore[assignment]
+        self._error_sent(error)
         cmd.error.message = message
         self._command(cmd)
 
@@ -240,6 +248,7 @@ class ServerConnection:
         r.request_id = request_id
         r.response = pb.CommandPartitionedTopicMetadataResponse.Failed
         r.error = error  # type: ignore[assignment]
+        self._error_sent(error)
         r.message = message
         self._command(cmd)
 
@@ -262,6 +271,7 @@ class ServerConnection:
         r.request_id = request_id
         r.response = pb.CommandLookupTopicResponse.Failed
         r.error = error  # type: ignore[assignment]
+        self._error_sent(error)
         r.message = message
         self._command(cmd)
 
@@ -293,6 +303,7 @@ class ServerConnection:
         r.producer_id = producer_id
         r.sequence_id = sequence_id
         r.error = error  # type: ignore[assignment]
+        self._error_sent(error)
         r.message = message
         self._command(cmd)
 
@@ -321,6 +332,7 @@ class ServerConnection:
         r.request_id = request_id
         if error is not None:
             r.error = error  # type: ignore[assignment]
+            self._error_sent(error)
             r.message = message
         self._command(cmd)
 
@@ -372,6 +384,7 @@ class ServerConnection:
         r = cmd.getSchemaResponse
         r.request_id = request_id
         r.error_code = error  # type: ignore[assignment]
+        self._error_sent(error)
         r.error_message = message
         self._command(cmd)
 

@@ -22,6 +22,7 @@ from typing import cast
 from adapters.pulsar_binary.connection import ServerConnection
 from adapters.pulsar_binary.session import Session
 from gateway.broker import Broker
+from proto import PulsarApi_pb2 as pb
 
 __all__ = ["BinaryServer", "PulsarProtocol"]
 
@@ -33,8 +34,11 @@ class PulsarProtocol(asyncio.Protocol):
 
     def __init__(self, server: BinaryServer) -> None:
         self.server = server
+        errors = server.broker.metrics.errors
         self.conn = ServerConnection(
-            server_version=server.server_version, max_message_size=server.max_message_size
+            server_version=server.server_version,
+            max_message_size=server.max_message_size,
+            on_error=lambda code: errors.labels("binary", pb.ServerError.Name(code)).inc(),
         )
         self.session = Session(server.broker, self.conn, server.service_url, self.wants_flush)
         self.transport: asyncio.Transport | None = None
@@ -51,6 +55,9 @@ class PulsarProtocol(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
+        metrics = self.server.broker.metrics
+        metrics.connections.labels("binary").inc()
+        metrics.connections_opened.labels("binary").inc()
         self._arm_keepalive()
 
     def data_received(self, data: bytes) -> None:
@@ -67,7 +74,9 @@ class PulsarProtocol(asyncio.Protocol):
         self.conn.receive_eof()
         if self._keepalive is not None:
             self._keepalive.cancel()
-        self.server.connections.discard(self)
+        if self in self.server.connections:
+            self.server.connections.discard(self)
+            self.server.broker.metrics.connections.labels("binary").dec()
         task = asyncio.get_running_loop().create_task(self.session.close())
         task.add_done_callback(self._session_closed)
 

@@ -90,12 +90,17 @@ class Session:
             log.error("request handler failed", exc_info=task.exception())
         self.wants_flush()
 
+    def _count(self, command: c.Command) -> None:
+        name = command.type_name if isinstance(command, c.Unsupported) else type(command).__name__
+        self.broker.metrics.count_command("binary", name)
+
     def _error(self, request_id: int, exc: BaseException) -> None:
         code, message = server_error(exc)
         self.conn.send_error(request_id, code, message)
 
     def handle(self, command: c.Command) -> None:
         """Handle one command (already accepted by the connection's state table)."""
+        self._count(command)
         handler = _HANDLERS.get(type(command))
         if handler is None:
             if isinstance(command, c.Unsupported):

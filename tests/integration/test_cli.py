@@ -9,6 +9,7 @@ import urllib.request
 
 import psutil
 import pulsar
+import pytest
 
 from tests.conftest import TIMEOUT
 
@@ -19,6 +20,16 @@ def _get(url: str) -> tuple[int, bytes]:
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+def _samples(text: str) -> dict[str, float]:
+    """Prometheus text -> {"name{labels}": value} (labels as rendered)."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
 
 
 def test_embedded_redis_persists_across_restarts(gateway_process, client_factory, tmp_path):
@@ -56,13 +67,23 @@ def test_http_health_metrics_and_json_errors(gateway, client):
     status, body = _get(f"{gateway.http_url}/admin/v2/brokers/health")
     assert (status, body) == (200, b"ok")
 
+    consumer = client.subscribe("metered", "m")
+    with pytest.raises(pulsar.ConsumerBusy):
+        client.subscribe("metered", "m")
     producer = client.create_producer("metered")
-    producer.send(b"x")
+    for _ in range(3):
+        producer.send(b"x")
+    for _ in range(3):
+        consumer.acknowledge(consumer.receive(timeout_millis=int(TIMEOUT * 1000)))
     status, body = _get(f"{gateway.http_url}/metrics")
     assert status == 200
-    text = body.decode()
-    assert "pulsar_gateway_connections" in text
-    assert "pulsar_in_messages_total" in text
+    samples = _samples(body.decode())
+    # one client, one socket: LOOKUP answers keep it on the connection it opened
+    assert samples['pulsar_gateway_connections{protocol="binary"}'] == 1.0
+    assert samples["pulsar_in_messages_total"] == 3.0
+    assert samples["pulsar_out_messages_total"] == 3.0
+    assert samples['pulsar_gateway_commands_total{command="Send",protocol="binary"}'] == 3.0
+    assert samples['pulsar_gateway_errors_total{error="ConsumerBusy",protocol="binary"}'] == 1.0
 
     status, body = _get(f"{gateway.http_url}/admin/v2/nope")
     assert status == 404

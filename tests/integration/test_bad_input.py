@@ -1,0 +1,702 @@
+"""Hostile and broken input on raw TCP sockets, while a real client keeps working.
+
+Every test runs against one real gateway (the ``gateway`` fixture) with an official-client
+producer and consumer pair on it (:class:`LivePair`). The pair round-trips a message before
+and after each bad input: whatever a raw socket sends, it may only cost that socket its own
+connection, never another client's.
+
+:class:`RawConnection` is a minimal Pulsar client on a plain ``socket``: handshake, send a
+command, and read frames (with the codec's ``FrameDecoder``) until one of a given type
+arrives or the gateway closes the connection.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pulsar
+import pytest
+
+from adapters.pulsar_binary import codec
+from proto import PulsarApi_pb2 as pb
+from tests.conftest import TIMEOUT, GatewayThread
+
+T = pb.BaseCommand.Type
+
+#: How long "nothing more should arrive" waits.
+QUIET = 0.3
+
+
+def command(type_: int, **fields: Any) -> pb.BaseCommand:
+    """A BaseCommand of ``type_`` whose sub-message (field number == type) gets ``fields``."""
+    cmd = pb.BaseCommand(type=type_)  # type: ignore[arg-type]
+    sub = getattr(cmd, cmd.DESCRIPTOR.fields_by_number[type_].name)
+    sub.SetInParent()
+    for name, value in fields.items():
+        setattr(sub, name, value)
+    return cmd
+
+
+def type_name(type_: int) -> str:
+    return pb.BaseCommand.Type.Name(type_)
+
+
+class ConnectionClosed(AssertionError):
+    """The gateway closed the connection while a frame was expected."""
+
+
+class RawConnection:
+    """One Pulsar connection on a plain blocking socket."""
+
+    def __init__(self, gateway: GatewayThread, timeout: float = TIMEOUT) -> None:
+        self.timeout = timeout
+        self.sock = socket.create_connection(("127.0.0.1", gateway.gateway.port), timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = codec.FrameDecoder(1 << 30)
+        #: Every frame received, in order.
+        self.received: list[codec.Frame] = []
+        self._unread: list[codec.Frame] = []
+        self.eof = False
+        self._request_ids = iter(range(1000, 1 << 62))
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def request_id(self) -> int:
+        return next(self._request_ids)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, cmd: pb.BaseCommand) -> None:
+        self.send_bytes(codec.encode_command(cmd))
+
+    def send_payload(self, cmd: pb.BaseCommand, blob: bytes) -> None:
+        self.send_bytes(codec.encode_payload_command(cmd, blob))
+
+    def _read_some(self, deadline: float) -> bool:
+        """Receive once; False on timeout. Sets ``eof`` when the peer closed."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self.sock.settimeout(remaining)
+        try:
+            data = self.sock.recv(1 << 16)
+        except TimeoutError:
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            data = b""
+        if not data:
+            self.eof = True
+            return True
+        self.decoder.feed(data)
+        while (f := self.decoder.next_frame()) is not None:
+            self.received.append(f)
+            self._unread.append(f)
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+
+    def expect(
+        self,
+        type_: int,
+        predicate: Callable[[pb.BaseCommand], bool] = lambda c: True,
+        timeout: float | None = None,
+    ) -> pb.BaseCommand:
+        """The next frame of ``type_`` matching ``predicate``; other frames are skipped."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            while self._unread:
+                f = self._unread.pop(0)
+                if f.command.type == type_ and predicate(f.command):
+                    assert f.command.IsInitialized()
+                    return f.command
+            if self.eof:
+                raise ConnectionClosed(
+                    f"connection closed while waiting for {type_name(type_)}; received "
+                    f"{[type_name(f.command.type) for f in self.received]}"
+                )
+            if not self._read_some(deadline):
+                raise AssertionError(
+                    f"no {type_name(type_)} within the timeout; received "
+                    f"{[type_name(f.command.type) for f in self.received]}"
+                )
+
+    def drain(self, quiet: float = QUIET) -> list[pb.BaseCommand]:
+        """Frames arriving until the connection is quiet for ``quiet`` seconds."""
+        while not self.eof and self._read_some(time.monotonic() + quiet):
+            pass
+        frames = [f.command for f in self._unread]
+        self._unread.clear()
+        return frames
+
+    def assert_closed(self, timeout: float | None = None) -> list[pb.BaseCommand]:
+        """Wait until the gateway closes the connection; return the frames before that."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while not self.eof:
+            try:
+                more = self._read_some(deadline)
+            except codec.CodecError:
+                raise AssertionError("the gateway sent a malformed frame") from None
+            if not more:
+                raise AssertionError(
+                    "the gateway did not close the connection; received "
+                    f"{[type_name(f.command.type) for f in self.received]}"
+                )
+        frames = [f.command for f in self._unread]
+        self._unread.clear()
+        return frames
+
+    # -- protocol steps ------------------------------------------------------------------
+
+    def handshake(self, protocol_version: int = 20) -> pb.CommandConnected:
+        self.send(command(T.CONNECT, client_version="raw-test", protocol_version=protocol_version,
+                          auth_method_name="none"))
+        return self.expect(T.CONNECTED).connected
+
+    def assert_open(self) -> None:
+        """The connection still works: a PING gets its PONG."""
+        self.send(command(T.PING))
+        self.expect(T.PONG)
+
+    def create_producer(self, topic: str, producer_id: int = 1) -> str:
+        rid = self.request_id()
+        self.send(command(T.PRODUCER, topic=topic, producer_id=producer_id, request_id=rid))
+        return self.expect(T.PRODUCER_SUCCESS, lambda c: c.producer_success.request_id == rid,
+                           ).producer_success.producer_name
+
+    def send_message(
+        self, producer_id: int, sequence_id: int, producer_name: str, payload: bytes,
+        corrupt: str | None = None,
+    ) -> None:
+        metadata = pb.MessageMetadata(
+            producer_name=producer_name,
+            sequence_id=sequence_id,
+            publish_time=int(time.time() * 1000),
+        )
+        blob = bytearray(codec.make_blob(metadata, payload))
+        if corrupt == "crc":
+            blob[2] ^= 0xFF
+        elif corrupt == "payload":
+            blob[-1] ^= 0xFF
+        self.send_payload(command(T.SEND, producer_id=producer_id, sequence_id=sequence_id),
+                          bytes(blob))
+
+    def request(self, type_: int, response_type: int, **fields: Any) -> pb.BaseCommand:
+        """Send a command with a fresh request_id; return the response carrying that id."""
+        rid = self.request_id()
+        self.send(command(type_, request_id=rid, **fields))
+
+        def matches(c: pb.BaseCommand) -> bool:
+            sub = getattr(c, c.DESCRIPTOR.fields_by_number[c.type].name)
+            return bool(sub.request_id == rid)
+
+        return self.expect(response_type, matches)
+
+
+def raw(gateway: GatewayThread) -> RawConnection:
+    return RawConnection(gateway)
+
+
+# -- the official client pair that must keep working ---------------------------------------
+
+
+class LivePair:
+    """An official-client producer and consumer on one topic of the gateway under attack."""
+
+    def __init__(self, client: Any) -> None:
+        self.topic = f"persistent://public/default/live-{uuid.uuid4().hex[:8]}"
+        self.consumer = client.subscribe(
+            self.topic, "live", consumer_type=pulsar.ConsumerType.Shared
+        )
+        self.producer = client.create_producer(self.topic)
+        self.round_trips = 0
+
+    def roundtrip(self) -> None:
+        payload = f"live-{self.round_trips}-{uuid.uuid4().hex}".encode()
+        self.producer.send(payload)
+        msg = self.consumer.receive(timeout_millis=int(TIMEOUT * 1000))
+        assert msg.data() == payload
+        self.consumer.acknowledge(msg)
+        self.round_trips += 1
+
+
+@pytest.fixture
+def live(client: Any) -> Iterator[LivePair]:
+    pair = LivePair(client)
+    pair.roundtrip()
+    yield pair
+    pair.roundtrip()
+
+
+@pytest.fixture
+def conn(gateway: GatewayThread, live: LivePair) -> Iterator[RawConnection]:
+    """A raw connection, handshake done."""
+    with raw(gateway) as c:
+        connected = c.handshake()
+        assert connected.protocol_version == 20
+        yield c
+
+
+def new_topic(prefix: str = "raw") -> str:
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# -- malformed input closes the connection -------------------------------------------------
+
+
+@pytest.mark.parametrize("after_handshake", [False, True], ids=["before-connect", "connected"])
+def test_oversized_frame_closes(
+    gateway: GatewayThread, live: LivePair, after_handshake: bool
+) -> None:
+    with raw(gateway) as c:
+        if after_handshake:
+            c.handshake()
+        c.send_bytes(struct.pack(">II", 50 * 1024 * 1024, 10) + b"\x00" * 64)
+        assert c.assert_closed() == []
+    live.roundtrip()
+
+
+def test_frame_just_over_the_limit_closes(gateway: GatewayThread, live: LivePair) -> None:
+    limit = gateway.gateway.config.max_message_size + codec.FRAME_PADDING
+    with raw(gateway) as c:
+        c.handshake()
+        c.send_bytes(struct.pack(">I", limit - 3))  # totalSize + 4 == limit + 1
+        assert c.assert_closed() == []
+    live.roundtrip()
+
+
+def _garbage(seed: int, size: int) -> bytes:
+    data = random.Random(seed).randbytes(size)
+    # Precondition: the codec itself rejects these bytes (so the test cannot hang on a
+    # random header that happens to announce a small frame).
+    decoder = codec.FrameDecoder()
+    decoder.feed(data)
+    with pytest.raises(codec.CodecError):
+        while decoder.next_frame() is not None:
+            pass
+    return data
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("after_handshake", [False, True], ids=["before-connect", "connected"])
+def test_random_garbage_closes(
+    gateway: GatewayThread, live: LivePair, seed: int, after_handshake: bool
+) -> None:
+    with raw(gateway) as c:
+        if after_handshake:
+            c.handshake()
+        c.send_bytes(_garbage(seed, 4096))
+        assert c.assert_closed() == []
+    live.roundtrip()
+
+
+@pytest.mark.parametrize("after_handshake", [False, True], ids=["before-connect", "connected"])
+def test_well_sized_frame_with_garbage_body_closes(
+    gateway: GatewayThread, live: LivePair, after_handshake: bool
+) -> None:
+    with raw(gateway) as c:
+        if after_handshake:
+            c.handshake()
+        body = b"\xff" * 96
+        c.send_bytes(struct.pack(">II", len(body) + 4, len(body)) + body)
+        assert c.assert_closed() == []
+    live.roundtrip()
+
+
+def test_http_request_closes(gateway: GatewayThread, live: LivePair) -> None:
+    with raw(gateway) as c:
+        c.send_bytes(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert c.assert_closed() == []
+    live.roundtrip()
+
+
+def test_subscribe_type_without_sub_message_closes(conn: RawConnection, live: LivePair) -> None:
+    conn.send(pb.BaseCommand(type=T.SUBSCRIBE))
+    assert conn.assert_closed() == []
+    live.roundtrip()
+
+
+def test_command_before_connect_gets_error_then_close(
+    gateway: GatewayThread, live: LivePair
+) -> None:
+    with raw(gateway) as c:
+        c.send(command(T.PRODUCER, topic=new_topic(), producer_id=0, request_id=7))
+        frames = c.assert_closed()
+        assert [f.type for f in frames] == [T.ERROR]
+        assert frames[0].error.request_id == 7
+        assert frames[0].error.error == pb.NotAllowedError
+    live.roundtrip()
+
+
+def test_second_connect_closes(conn: RawConnection, live: LivePair) -> None:
+    conn.send(command(T.CONNECT, client_version="again", protocol_version=20))
+    assert all(f.type != T.CONNECTED for f in conn.assert_closed())
+    live.roundtrip()
+
+
+def test_peer_that_vanishes_mid_frame(gateway: GatewayThread, live: LivePair) -> None:
+    with raw(gateway) as c:
+        c.handshake()
+        data = codec.encode_command(command(T.PING))
+        c.send_bytes(data[: len(data) - 1])
+    live.roundtrip()
+
+
+# -- SEND errors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("corrupt", ["crc", "payload"])
+def test_send_with_bad_checksum(
+    conn: RawConnection, live: LivePair, client: Any, corrupt: str
+) -> None:
+    topic = new_topic("crc")
+    name = conn.create_producer(topic, producer_id=1)
+    conn.send_message(1, 0, name, b"corrupted", corrupt=corrupt)
+    err = conn.expect(T.SEND_ERROR).send_error
+    assert (err.producer_id, err.sequence_id) == (1, 0)
+    assert err.error == pb.ChecksumError
+    live.roundtrip()
+    # The connection and the producer stay usable.
+    conn.send_message(1, 1, name, b"good")
+    receipt = conn.expect(T.SEND_RECEIPT).send_receipt
+    assert (receipt.producer_id, receipt.sequence_id) == (1, 1)
+    assert receipt.HasField("message_id")
+    conn.assert_open()
+    # The corrupted message was not stored.
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert reader.read_next(timeout_millis=int(TIMEOUT * 1000)).data() == b"good"
+    with pytest.raises(pulsar.Timeout):
+        reader.read_next(timeout_millis=500)
+    reader.close()
+
+
+def test_send_to_unknown_producer(conn: RawConnection, live: LivePair) -> None:
+    conn.send_message(42, 5, "nobody", b"x")
+    err = conn.expect(T.SEND_ERROR).send_error
+    assert (err.producer_id, err.sequence_id) == (42, 5)
+    assert err.error == pb.NotAllowedError
+    conn.assert_open()
+    live.roundtrip()
+
+
+def test_send_to_closed_producer(conn: RawConnection, live: LivePair) -> None:
+    name = conn.create_producer(new_topic(), producer_id=3)
+    conn.send_message(3, 0, name, b"before close")
+    assert conn.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 0
+    conn.request(T.CLOSE_PRODUCER, T.SUCCESS, producer_id=3)
+    conn.send_message(3, 1, name, b"after close")
+    err = conn.expect(T.SEND_ERROR).send_error
+    assert (err.producer_id, err.sequence_id) == (3, 1)
+    assert err.error == pb.NotAllowedError
+    conn.assert_open()
+    live.roundtrip()
+
+
+# -- commands for unknown consumers and producers ------------------------------------------
+
+
+def test_flow_and_ack_for_unknown_consumer_are_ignored(
+    conn: RawConnection, live: LivePair
+) -> None:
+    conn.send(command(T.FLOW, consumer_id=99, messagePermits=1000))
+    ack = command(T.ACK, consumer_id=99, ack_type=pb.CommandAck.Individual)
+    ack.ack.message_id.add(ledgerId=1, entryId=2)
+    conn.send(ack)
+    cumulative = command(T.ACK, consumer_id=99, ack_type=pb.CommandAck.Cumulative)
+    cumulative.ack.message_id.add(ledgerId=1, entryId=2)
+    conn.send(cumulative)
+    conn.send(command(T.REDELIVER_UNACKNOWLEDGED_MESSAGES, consumer_id=99))
+    conn.send(command(T.PING))
+    conn.expect(T.PONG)
+    # Nothing but the PONG came back.
+    assert [f.command.type for f in conn.received] == [T.CONNECTED, T.PONG]
+    assert conn.drain() == []
+    live.roundtrip()
+
+
+def test_ack_with_request_id_for_unknown_consumer(conn: RawConnection, live: LivePair) -> None:
+    ack = command(T.ACK, consumer_id=99, ack_type=pb.CommandAck.Individual, request_id=77)
+    ack.ack.message_id.add(ledgerId=1, entryId=2)
+    conn.send(ack)
+    r = conn.expect(T.ACK_RESPONSE).ackResponse
+    assert (r.consumer_id, r.request_id) == (99, 77)
+    assert r.error == pb.ConsumerNotFound
+    conn.assert_open()
+    live.roundtrip()
+
+
+@pytest.mark.parametrize("type_", [T.UNSUBSCRIBE, T.GET_LAST_MESSAGE_ID])
+def test_request_for_unknown_consumer_gets_consumer_not_found(
+    conn: RawConnection, live: LivePair, type_: int
+) -> None:
+    r = conn.request(type_, T.ERROR, consumer_id=123).error
+    assert r.error == pb.ConsumerNotFound
+    conn.assert_open()
+    live.roundtrip()
+
+
+@pytest.mark.parametrize(
+    ("type_", "id_field"),
+    [(T.CLOSE_CONSUMER, "consumer_id"), (T.CLOSE_PRODUCER, "producer_id")],
+)
+def test_close_of_unknown_id_succeeds(
+    conn: RawConnection, live: LivePair, type_: int, id_field: str
+) -> None:
+    conn.request(type_, T.SUCCESS, **{id_field: 123})
+    conn.assert_open()
+    live.roundtrip()
+
+
+# -- invalid topic names -------------------------------------------------------------------
+
+INVALID_TOPICS = [
+    "persistent://bad tenant!/ns/t",
+    "foo://a/b/c",
+    "a/b",
+    "persistent://public/default/",
+    "",
+]
+
+
+@pytest.mark.parametrize("topic", INVALID_TOPICS)
+def test_producer_on_invalid_topic(conn: RawConnection, live: LivePair, topic: str) -> None:
+    r = conn.request(T.PRODUCER, T.ERROR, topic=topic, producer_id=1).error
+    assert r.error == pb.InvalidTopicName
+    conn.assert_open()
+    live.roundtrip()
+
+
+@pytest.mark.parametrize("topic", INVALID_TOPICS)
+def test_subscribe_on_invalid_topic(conn: RawConnection, live: LivePair, topic: str) -> None:
+    r = conn.request(
+        T.SUBSCRIBE, T.ERROR, topic=topic, subscription="s",
+        subType=pb.CommandSubscribe.Shared, consumer_id=1,
+    ).error
+    assert r.error == pb.InvalidTopicName
+    conn.assert_open()
+    live.roundtrip()
+
+
+@pytest.mark.parametrize("topic", INVALID_TOPICS)
+def test_partitioned_metadata_on_invalid_topic(
+    conn: RawConnection, live: LivePair, topic: str
+) -> None:
+    r = conn.request(T.PARTITIONED_METADATA, T.PARTITIONED_METADATA_RESPONSE, topic=topic)
+    r = r.partitionMetadataResponse
+    assert r.response == pb.CommandPartitionedTopicMetadataResponse.Failed
+    assert r.error == pb.InvalidTopicName
+    conn.assert_open()
+    live.roundtrip()
+
+
+@pytest.mark.parametrize("topic", INVALID_TOPICS)
+def test_lookup_on_invalid_topic(conn: RawConnection, live: LivePair, topic: str) -> None:
+    r = conn.request(T.LOOKUP, T.LOOKUP_RESPONSE, topic=topic).lookupTopicResponse
+    assert r.response == pb.CommandLookupTopicResponse.Failed
+    assert r.error == pb.InvalidTopicName
+    conn.assert_open()
+    live.roundtrip()
+
+
+def test_valid_topic_answers_for_comparison(
+    gateway: GatewayThread, conn: RawConnection, live: LivePair
+) -> None:
+    topic = new_topic()
+    r = conn.request(T.PARTITIONED_METADATA, T.PARTITIONED_METADATA_RESPONSE, topic=topic)
+    assert r.partitionMetadataResponse.HasField("response")
+    assert r.partitionMetadataResponse.response == pb.CommandPartitionedTopicMetadataResponse.Success
+    assert r.partitionMetadataResponse.partitions == 0
+    r = conn.request(T.LOOKUP, T.LOOKUP_RESPONSE, topic=topic).lookupTopicResponse
+    assert r.response == pb.CommandLookupTopicResponse.Connect
+    assert r.brokerServiceUrl == gateway.url
+
+
+# -- unsupported commands ------------------------------------------------------------------
+
+
+def test_unsupported_command_with_request_id(conn: RawConnection, live: LivePair) -> None:
+    rid = conn.request_id()
+    cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA)
+    cmd.getOrCreateSchema.request_id = rid
+    cmd.getOrCreateSchema.topic = new_topic()
+    cmd.getOrCreateSchema.schema.name = "s"
+    cmd.getOrCreateSchema.schema.schema_data = b""
+    cmd.getOrCreateSchema.schema.type = pb.Schema.String
+    conn.send(cmd)
+    r = conn.expect(T.ERROR).error
+    assert r.request_id == rid
+    assert r.error == pb.NotAllowedError
+    conn.assert_open()
+    live.roundtrip()
+
+
+def test_unsupported_command_without_request_id(conn: RawConnection, live: LivePair) -> None:
+    conn.send(command(T.ACTIVE_CONSUMER_CHANGE, consumer_id=1))
+    conn.assert_open()
+    assert [f.command.type for f in conn.received] == [T.CONNECTED, T.PONG]
+    live.roundtrip()
+
+
+def test_unsupported_transaction_request(conn: RawConnection, live: LivePair) -> None:
+    r = conn.request(T.NEW_TXN, T.ERROR).error
+    assert r.error == pb.NotAllowedError
+    conn.assert_open()
+    live.roundtrip()
+
+
+# -- the official client -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("topic", ["foo://x/y/z", "persistent://bad tenant!/ns/t"])
+def test_official_client_create_producer_on_invalid_topic(
+    gateway: GatewayThread, client_factory: Callable[..., Any], live: LivePair, topic: str
+) -> None:
+    # InvalidTopicName is retried by the client until the operation timeout (gotcha G23),
+    # so the dedicated client has a short one.
+    client = client_factory(gateway.url, operation_timeout_seconds=3)
+    start = time.monotonic()
+    with pytest.raises(pulsar.PulsarException):
+        client.create_producer(topic)
+    assert time.monotonic() - start < 3 + TIMEOUT / 2
+    live.roundtrip()
+
+
+@pytest.mark.parametrize("topic", ["foo://x/y/z", "persistent://bad tenant!/ns/t"])
+def test_official_client_subscribe_on_invalid_topic(
+    gateway: GatewayThread, client_factory: Callable[..., Any], live: LivePair, topic: str
+) -> None:
+    client = client_factory(gateway.url, operation_timeout_seconds=3)
+    start = time.monotonic()
+    with pytest.raises(pulsar.PulsarException):
+        client.subscribe(topic, "s")
+    assert time.monotonic() - start < 3 + TIMEOUT / 2
+    live.roundtrip()
+
+
+# -- everything at once while the real client streams --------------------------------------
+
+
+def _bad_inputs(gateway: GatewayThread) -> list[Callable[[], None]]:
+    """Each bad input as a self-checking callable."""
+
+    def oversized() -> None:
+        with raw(gateway) as c:
+            c.send_bytes(struct.pack(">I", 50 * 1024 * 1024))
+            c.assert_closed()
+
+    def garbage() -> None:
+        with raw(gateway) as c:
+            c.handshake()
+            c.send_bytes(_garbage(7, 2048))
+            c.assert_closed()
+
+    def before_connect() -> None:
+        with raw(gateway) as c:
+            c.send(command(T.PRODUCER, topic=new_topic(), producer_id=0, request_id=7))
+            frames = c.assert_closed()
+            assert [f.type for f in frames] == [T.ERROR]
+
+    def bad_checksum() -> None:
+        with raw(gateway) as c:
+            c.handshake()
+            name = c.create_producer(new_topic("crc"))
+            c.send_message(1, 0, name, b"bad", corrupt="crc")
+            assert c.expect(T.SEND_ERROR).send_error.error == pb.ChecksumError
+            c.send_message(1, 1, name, b"good")
+            assert c.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 1
+
+    def unknown_ids() -> None:
+        with raw(gateway) as c:
+            c.handshake()
+            c.send_message(9, 0, "x", b"x")
+            assert c.expect(T.SEND_ERROR).send_error.error == pb.NotAllowedError
+            c.send(command(T.FLOW, consumer_id=9, messagePermits=10))
+            assert c.request(T.UNSUBSCRIBE, T.ERROR, consumer_id=9).error.error == (
+                pb.ConsumerNotFound
+            )
+            c.request(T.CLOSE_CONSUMER, T.SUCCESS, consumer_id=9)
+            c.assert_open()
+
+    def invalid_topics() -> None:
+        with raw(gateway) as c:
+            c.handshake()
+            r = c.request(T.PRODUCER, T.ERROR, topic="foo://a/b/c", producer_id=1)
+            assert r.error.error == pb.InvalidTopicName
+            r = c.request(T.LOOKUP, T.LOOKUP_RESPONSE, topic="a/b")
+            assert r.lookupTopicResponse.error == pb.InvalidTopicName
+
+    def unsupported() -> None:
+        with raw(gateway) as c:
+            c.handshake()
+            assert c.request(T.NEW_TXN, T.ERROR).error.error == pb.NotAllowedError
+            c.assert_open()
+
+    def vanish() -> None:
+        c = raw(gateway)
+        c.send_bytes(struct.pack(">I", 1000) + b"\x00" * 10)
+        c.close()
+
+    return [oversized, garbage, before_connect, bad_checksum, unknown_ids, invalid_topics,
+            unsupported, vanish]
+
+
+def test_no_message_lost_while_bad_inputs_arrive(
+    gateway: GatewayThread, live: LivePair
+) -> None:
+    sent: list[bytes] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            i = 0
+            while not stop.is_set() or i < 50:
+                payload = f"stream-{i}".encode()
+                live.producer.send(payload)
+                sent.append(payload)
+                i += 1
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    bad = _bad_inputs(gateway)
+    # Several rounds, some of them from parallel threads, while the producer streams.
+    for _ in range(3):
+        for attack in bad:
+            attack()
+        threads = [threading.Thread(target=attack) for attack in bad]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT)
+    stop.set()
+    producer.join(3 * TIMEOUT)
+    assert not producer.is_alive()
+    assert not errors, errors
+
+    received: list[bytes] = []
+    while len(received) < len(sent):
+        msg = live.consumer.receive(timeout_millis=int(TIMEOUT * 1000))
+        received.append(msg.data())
+        live.consumer.acknowledge(msg)
+    assert sorted(received) == sorted(sent)
+    assert received == sent, "Shared consumer with one member keeps the order"
+    with pytest.raises(pulsar.Timeout):
+        live.consumer.receive(timeout_millis=300)
