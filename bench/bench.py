@@ -254,11 +254,18 @@ class CpuMeter:
         for name, proc in self.procs.items():
             t = proc.cpu_times()
             out[name] = t.user + t.system
+        m = psutil.cpu_times()
+        out["machine"] = m.user + m.nice + m.system + m.irq + m.softirq + m.steal
         return out
 
     @staticmethod
     def percent(before: dict[str, float], after: dict[str, float], wall: float) -> dict[str, float]:
-        return {k: 100.0 * (after[k] - before[k]) / wall for k in before}
+        """CPU % per process over ``wall``; ``other`` is everything else on the host
+        (other users' work on a shared machine, py-spy when profiling)."""
+        pct = {k: 100.0 * (after[k] - before[k]) / wall for k in before}
+        machine = pct.pop("machine")
+        pct["other"] = max(0.0, machine - sum(pct.values()))
+        return pct
 
 
 # -- profiling --------------------------------------------------------------------------------
@@ -381,10 +388,32 @@ def summarize_profile(path: Path, top: int = 15) -> str:
             f"| {i} | {100 * count / samples:.1f} | {100 * total[frame] / samples:.1f} "
             f"| `{frame}` |"
         )
-    lines += ["", "Top inclusive (%total):", ""]
-    for frame, count in total.most_common(top):
+    lines += ["", "Top inclusive (%total; event-loop and start-up frames left out):", ""]
+    inclusive = [(f, c) for f, c in total.most_common() if not _is_boilerplate(f)]
+    for frame, count in inclusive[:top]:
         lines.append(f"- {100 * count / samples:5.1f}%  `{frame}`")
+    by_file: Counter[str] = Counter()
+    for frame, count in own.items():
+        by_file[frame.rpartition(" (")[2].rpartition(":")[0] or frame] += count
+    lines += ["", "Own time by source file:", ""]
+    for name, count in by_file.most_common(10):
+        lines.append(f"- {100 * count / samples:5.1f}%  `{name}`")
     return "\n".join(lines)
+
+
+_BOILERPLATE = (
+    "<frozen runpy>",
+    "asyncio/runners.py",
+    "gateway/main.py",
+    "BaseEventLoop.run_forever ",
+    "BaseEventLoop.run_until_complete ",
+    "BaseEventLoop._run_once ",
+    "Handle._run ",
+)
+
+
+def _is_boilerplate(frame: str) -> bool:
+    return any(marker in frame for marker in _BOILERPLATE)
 
 
 # -- the bench --------------------------------------------------------------------------------
@@ -945,8 +974,9 @@ def report(
         "",
         "CPU during the timed section (100% = one core; medians), and details:",
         "",
-        "| case | seconds | gateway CPU | redis CPU | bench process CPU | details |",
-        "|---|---:|---:|---:|---:|---|",
+        "| case | seconds | gateway CPU | gateway CPU µs/msg | redis CPU | bench process CPU "
+        "| other processes CPU | details |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for key in [c[0] for c in CASES] + ["raw-xadd", "raw-consume"]:
         samples = results[key]
@@ -959,9 +989,10 @@ def report(
                 + "passes: "
                 + ", ".join(fmt_rate(s.rate) for s in samples)
             )
+        per_msg = cpu["gateway"] / 100 * secs / args.messages * 1e6
         out.append(
-            f"| {key} | {secs:.2f} | {cpu['gateway']:.0f}% | {cpu['redis']:.0f}% | "
-            f"{cpu['client']:.0f}% | {details} |"
+            f"| {key} | {secs:.2f} | {cpu['gateway']:.0f}% | {per_msg:.1f} | "
+            f"{cpu['redis']:.0f}% | {cpu['client']:.0f}% | {cpu['other']:.0f}% | {details} |"
         )
 
     out += ["", "Gateway resident memory (RSS, MiB):", ""]
@@ -978,6 +1009,7 @@ def report(
             " MiB",
         ]
     out.append(f"- Redis used_memory at the end (bench streams deleted): {mib(redis_mem)} MiB")
+    out.append(f"- load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     out += ["", f"Runtime: {runtime:.1f}s"]
     if bench.profiler.reports:
         out += ["", "## Gateway profiles (py-spy, hottest functions by own time)"]

@@ -28,8 +28,10 @@ __all__ = ["PARTITION_SUFFIX", "TopicName", "parse_topic_name"]
 
 PARTITION_SUFFIX = "-partition-"
 _DOMAINS = ("persistent", "non-persistent")
-_NAMED_ENTITY = re.compile(r"^[-=:.\w]+$")
-_PARTITION_RE = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$", re.DOTALL)
+# fullmatch, and ASCII \w as in Java: "$" would accept a trailing newline, and Python's
+# default \w accepts any Unicode letter where Pulsar's Pattern does not.
+_NAMED_ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
+_PARTITION_RE = re.compile(r"(?P<base>.+)-partition-(?P<index>[0-9]+)", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +58,13 @@ class TopicName:
     @property
     def partition_index(self) -> int:
         """The partition index for ``...-partition-<i>`` names, else -1 (Pulsar's convention)."""
-        match = _PARTITION_RE.match(self.local_name)
+        match = _PARTITION_RE.fullmatch(self.local_name)
         return int(match.group("index")) if match else -1
 
     @property
     def partitioned_topic_name(self) -> TopicName:
         """The base topic of a partition; the topic itself when it is not a partition."""
-        match = _PARTITION_RE.match(self.local_name)
+        match = _PARTITION_RE.fullmatch(self.local_name)
         if not match:
             return self
         return TopicName(
@@ -124,7 +126,7 @@ def parse_topic_name(name: str) -> TopicName:
     else:
         raise InvalidTopicName(f"Invalid topic name {name!r}")
     for what, value in (("tenant", tenant), ("namespace", namespace), ("cluster", cluster)):
-        if value is not None and not _NAMED_ENTITY.match(value):
+        if value is not None and not _NAMED_ENTITY.fullmatch(value):
             raise InvalidTopicName(f"Invalid {what} name {value!r} in topic {name!r}")
     if not local:
         raise InvalidTopicName(f"Invalid topic name {name!r}: empty local name")
