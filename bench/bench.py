@@ -901,8 +901,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             soak = bench.soak(args.soak)
             log(f"soak: {soak['rate']:,.0f} msg/s in {soak['seconds']:.1f}s")
         redis_mem = int(rds.client.info("memory")["used_memory"])
-    except BaseException:
-        if gw is not None:
+    except BaseException as exc:
+        if gw is not None and not isinstance(exc, KeyboardInterrupt):
             print("--- gateway log (tail) ---", file=sys.stderr)
             with contextlib.suppress(Exception):
                 print(gw.log_text()[-4000:], file=sys.stderr)

@@ -196,6 +196,11 @@ class Notifier:
             add, channel = self._changes.get_nowait()
             if add and channel in self._callbacks:
                 await self._pubsub.subscribe(channel)
+                # Anything published before the SUBSCRIBE took effect was missed: wake the
+                # channel's listener once, now that later notifications will arrive.
+                wake = self._callbacks.get(channel)
+                if wake is not None:
+                    wake()
             elif not add and channel not in self._callbacks:
                 await self._pubsub.unsubscribe(channel)
 

@@ -165,8 +165,14 @@ class RawConnection:
     # -- protocol steps ------------------------------------------------------------------
 
     def handshake(self, protocol_version: int = 20) -> pb.CommandConnected:
-        self.send(command(T.CONNECT, client_version="raw-test", protocol_version=protocol_version,
-                          auth_method_name="none"))
+        self.send(
+            command(
+                T.CONNECT,
+                client_version="raw-test",
+                protocol_version=protocol_version,
+                auth_method_name="none",
+            )
+        )
         return self.expect(T.CONNECTED).connected
 
     def assert_open(self) -> None:
@@ -177,11 +183,17 @@ class RawConnection:
     def create_producer(self, topic: str, producer_id: int = 1) -> str:
         rid = self.request_id()
         self.send(command(T.PRODUCER, topic=topic, producer_id=producer_id, request_id=rid))
-        return self.expect(T.PRODUCER_SUCCESS, lambda c: c.producer_success.request_id == rid,
-                           ).producer_success.producer_name
+        return self.expect(
+            T.PRODUCER_SUCCESS,
+            lambda c: c.producer_success.request_id == rid,
+        ).producer_success.producer_name
 
     def send_message(
-        self, producer_id: int, sequence_id: int, producer_name: str, payload: bytes,
+        self,
+        producer_id: int,
+        sequence_id: int,
+        producer_name: str,
+        payload: bytes,
         corrupt: str | None = None,
     ) -> None:
         metadata = pb.MessageMetadata(
@@ -194,8 +206,9 @@ class RawConnection:
             blob[2] ^= 0xFF
         elif corrupt == "payload":
             blob[-1] ^= 0xFF
-        self.send_payload(command(T.SEND, producer_id=producer_id, sequence_id=sequence_id),
-                          bytes(blob))
+        self.send_payload(
+            command(T.SEND, producer_id=producer_id, sequence_id=sequence_id), bytes(blob)
+        )
 
     def request(self, type_: int, response_type: int, **fields: Any) -> pb.BaseCommand:
         """Send a command with a fresh request_id; return the response carrying that id."""
@@ -411,9 +424,7 @@ def test_send_to_closed_producer(conn: RawConnection, live: LivePair) -> None:
 # -- commands for unknown consumers and producers ------------------------------------------
 
 
-def test_flow_and_ack_for_unknown_consumer_are_ignored(
-    conn: RawConnection, live: LivePair
-) -> None:
+def test_flow_and_ack_for_unknown_consumer_are_ignored(conn: RawConnection, live: LivePair) -> None:
     conn.send(command(T.FLOW, consumer_id=99, messagePermits=1000))
     ack = command(T.ACK, consumer_id=99, ack_type=pb.CommandAck.Individual)
     ack.ack.message_id.add(ledgerId=1, entryId=2)
@@ -485,8 +496,12 @@ def test_producer_on_invalid_topic(conn: RawConnection, live: LivePair, topic: s
 @pytest.mark.parametrize("topic", INVALID_TOPICS)
 def test_subscribe_on_invalid_topic(conn: RawConnection, live: LivePair, topic: str) -> None:
     r = conn.request(
-        T.SUBSCRIBE, T.ERROR, topic=topic, subscription="s",
-        subType=pb.CommandSubscribe.Shared, consumer_id=1,
+        T.SUBSCRIBE,
+        T.ERROR,
+        topic=topic,
+        subscription="s",
+        subType=pb.CommandSubscribe.Shared,
+        consumer_id=1,
     ).error
     assert r.error == pb.InvalidTopicName
     conn.assert_open()
@@ -520,7 +535,9 @@ def test_valid_topic_answers_for_comparison(
     topic = new_topic()
     r = conn.request(T.PARTITIONED_METADATA, T.PARTITIONED_METADATA_RESPONSE, topic=topic)
     assert r.partitionMetadataResponse.HasField("response")
-    assert r.partitionMetadataResponse.response == pb.CommandPartitionedTopicMetadataResponse.Success
+    assert (
+        r.partitionMetadataResponse.response == pb.CommandPartitionedTopicMetadataResponse.Success
+    )
     assert r.partitionMetadataResponse.partitions == 0
     r = conn.request(T.LOOKUP, T.LOOKUP_RESPONSE, topic=topic).lookupTopicResponse
     assert r.response == pb.CommandLookupTopicResponse.Connect
@@ -591,6 +608,33 @@ def test_official_client_subscribe_on_invalid_topic(
     live.roundtrip()
 
 
+def test_official_client_on_a_name_only_the_gateway_refuses(
+    gateway: GatewayThread, client_factory: Callable[..., Any], live: LivePair
+) -> None:
+    # The C++ client validates names itself, so the names above never reach the gateway.
+    # A NUL character passes the client's checks: the gateway answers PARTITIONED_METADATA
+    # with InvalidTopicName, which the client retries until its operation timeout (G23).
+    client = client_factory(gateway.url, operation_timeout_seconds=3)
+    start = time.monotonic()
+    with pytest.raises(pulsar.PulsarException):
+        client.create_producer("persistent://public/default/nul\x00name")
+    assert time.monotonic() - start < 3 + TIMEOUT / 2
+    live.roundtrip()
+
+
+def test_topic_whose_partition_suffix_overflows_int32(client: Any, live: LivePair) -> None:
+    # For Pulsar "t-partition-99999999999" is an ordinary topic (Integer.parseInt overflows,
+    # so getPartitionIndex is -1). BUG: the gateway takes 99999999999 as the partition index;
+    # encode_message then raises ValueError (MESSAGE.partition is int32) inside the
+    # subscription's dispatcher task, which dies: the message is never delivered.
+    topic = f"persistent://public/default/big-{uuid.uuid4().hex[:6]}-partition-99999999999"
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic)
+    producer.send(b"one")
+    assert consumer.receive(timeout_millis=int(TIMEOUT * 1000)).data() == b"one"
+    live.roundtrip()
+
+
 # -- everything at once while the real client streams --------------------------------------
 
 
@@ -654,8 +698,16 @@ def _bad_inputs(gateway: GatewayThread) -> list[Callable[[], None]]:
         c.send_bytes(struct.pack(">I", 1000) + b"\x00" * 10)
         c.close()
 
-    return [oversized, garbage, before_connect, bad_checksum, unknown_ids, invalid_topics,
-            unsupported, vanish]
+    return [
+        oversized,
+        garbage,
+        before_connect,
+        bad_checksum,
+        unknown_ids,
+        invalid_topics,
+        unsupported,
+        vanish,
+    ]
 
 
 def _collecting(fn: Callable[[], None], errors: list[BaseException]) -> Callable[[], None]:
@@ -668,9 +720,7 @@ def _collecting(fn: Callable[[], None], errors: list[BaseException]) -> Callable
     return run
 
 
-def test_no_message_lost_while_bad_inputs_arrive(
-    gateway: GatewayThread, live: LivePair
-) -> None:
+def test_no_message_lost_while_bad_inputs_arrive(gateway: GatewayThread, live: LivePair) -> None:
     sent: list[bytes] = []
     errors: list[BaseException] = []
     stop = threading.Event()

@@ -11,6 +11,7 @@ read back from Redis and decoded.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import re
 import struct
@@ -132,10 +133,17 @@ SEND_MODES = [
 
 @pytest.mark.parametrize("compression", COMPRESSIONS, ids=lambda c: c.name)
 @pytest.mark.parametrize(
-    ("mode", "batch"), SEND_MODES, ids=[f"{m}-batch{b}" if b else f"{m}-nobatch" for m, b in SEND_MODES]
+    ("mode", "batch"),
+    SEND_MODES,
+    ids=[f"{m}-batch{b}" if b else f"{m}-nobatch" for m, b in SEND_MODES],
 )
 def test_payloads_round_trip_byte_exact(
-    gateway: Any, client: Any, redis_clean: Any, topic: str, mode: str, batch: int | None,
+    gateway: Any,
+    client: Any,
+    redis_clean: Any,
+    topic: str,
+    mode: str,
+    batch: int | None,
     compression: Any,
 ) -> None:
     payloads = make_payloads(60)
@@ -150,11 +158,13 @@ def test_payloads_round_trip_byte_exact(
         kwargs["batching_enabled"] = False
     elif mode == "async":
         # A batch closes only when full (or on flush), so the entry count is exact.
-        kwargs.update(batching_enabled=True, batching_max_messages=batch,
-                      batching_max_publish_delay_ms=60_000)
+        kwargs.update(
+            batching_enabled=True, batching_max_messages=batch, batching_max_publish_delay_ms=60_000
+        )
     else:
-        kwargs.update(batching_enabled=True, batching_max_messages=batch,
-                      batching_max_publish_delay_ms=5)
+        kwargs.update(
+            batching_enabled=True, batching_max_messages=batch, batching_max_publish_delay_ms=5
+        )
     producer = client.create_producer(topic, **kwargs)
 
     sent_ids: list[Any] = []
@@ -187,6 +197,9 @@ def test_payloads_round_trip_byte_exact(
     elif mode == "async":
         assert entries == -(-len(payloads) // batch)
     assert redis_clean.xlen(stream_key(topic)) == entries
+    # Stored untouched: still compressed with the producer's codec.
+    for _, fields in redis_clean.xrange(stream_key(topic)):
+        assert stored_metadata(fields[b"m"]).compression == int(compression)
 
 
 def test_async_send_ids_increase_and_all_callbacks_ok(client: Any, topic: str) -> None:
@@ -198,7 +211,7 @@ def test_async_send_ids_increase_and_all_callbacks_ok(client: Any, topic: str) -
     results = sends.wait(200)
     assert {r[1] for r in results} == {pulsar.Result.Ok}
     ids = [id_tuple(r[2]) for r in sorted(results, key=lambda r: r[0])]
-    assert all(a < b for a, b in zip(ids, ids[1:], strict=False)), ids
+    assert all(a < b for a, b in itertools.pairwise(ids)), ids
 
 
 # -- message metadata ------------------------------------------------------------------------
@@ -210,13 +223,19 @@ def test_keys_properties_timestamps_visible(
 ) -> None:
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(
-        topic, batching_enabled=batching, batching_max_messages=3,
+        topic,
+        batching_enabled=batching,
+        batching_max_messages=3,
         batching_max_publish_delay_ms=60_000,
     )
     sends = AsyncSends()
     specs = [
-        dict(partition_key="pk-0", ordering_key="ok-0", properties={"a": "1", "b": "two"},
-             event_timestamp=1_600_000_000_000),
+        dict(
+            partition_key="pk-0",
+            ordering_key="ok-0",
+            properties={"a": "1", "b": "two"},
+            event_timestamp=1_600_000_000_000,
+        ),
         dict(partition_key="pk-1", properties={"unicode": "h\u00e9llo \u2603"}),
         dict(ordering_key="ok-2", event_timestamp=42),
     ]
@@ -290,7 +309,9 @@ def test_sync_send_id_equals_received_id(client: Any, redis_clean: Any, topic: s
 def test_batch_indexes_share_one_entry(client: Any, redis_clean: Any, topic: str) -> None:
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(
-        topic, batching_enabled=True, batching_max_messages=5,
+        topic,
+        batching_enabled=True,
+        batching_max_messages=5,
         batching_max_publish_delay_ms=60_000,
     )
     sends = AsyncSends()
@@ -377,7 +398,8 @@ async def test_asyncio_api_round_trip(gateway: Any, topic: str) -> None:
         assert not hasattr(pulsar, "asyncio")
         return
     client = pulsar_asyncio.Client(
-        gateway.url, operation_timeout_seconds=10,
+        gateway.url,
+        operation_timeout_seconds=10,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     )
     try:

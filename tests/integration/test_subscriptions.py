@@ -9,6 +9,8 @@ consumer leaves, unsubscribe and the last-message-id query.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -71,7 +73,9 @@ def produce(client: Any, topic: str, count: int, prefix: str = "m", **kwargs: An
 def produce_batched(client: Any, topic: str, count: int, per_batch: int) -> list[Any]:
     """Send ``count`` messages in client batches of exactly ``per_batch`` (async + flush)."""
     producer = client.create_producer(
-        topic, batching_enabled=True, batching_max_messages=per_batch,
+        topic,
+        batching_enabled=True,
+        batching_max_messages=per_batch,
         batching_max_publish_delay_ms=60_000,
     )
     results: list[tuple[int, Any, Any]] = []
@@ -112,6 +116,23 @@ def assert_nothing_more(consumer: Any, timeout_ms: int = 300) -> None:
         consumer.receive(timeout_millis=timeout_ms)
 
 
+def receive_from_any(consumers: list[Any], count: int, timeout: float = TIMEOUT) -> list[list[Any]]:
+    """Poll every consumer in turn until ``count`` messages arrived in all (acking them);
+    returns the messages each consumer got."""
+    got: list[list[Any]] = [[] for _ in consumers]
+    deadline = time.monotonic() + timeout
+    while sum(map(len, got)) < count:
+        assert time.monotonic() < deadline, f"only {sum(map(len, got))} of {count} arrived"
+        for i, consumer in enumerate(consumers):
+            try:
+                msg = consumer.receive(timeout_millis=20)
+            except pulsar.Timeout:
+                continue
+            consumer.acknowledge(msg)
+            got[i].append(msg)
+    return got
+
+
 # -- subscription types ----------------------------------------------------------------------
 
 
@@ -126,16 +147,11 @@ def test_exclusive_subscription_receives(client: Any, topic: str) -> None:
 def test_shared_subscription_receives(client: Any, topic: str) -> None:
     first = client.subscribe(topic, "sh", consumer_type=Shared)
     second = client.subscribe(topic, "sh", consumer_type=Shared)
-    produce(client, topic, 1)
-    got = []
-    for consumer in (first, second):
-        try:
-            msg = receive(consumer, 1000)
-        except pulsar.Timeout:
-            continue
-        consumer.acknowledge(msg)
-        got.append(msg.data())
-    assert got == [b"m-0"]
+    produce(client, topic, 3)
+    got = receive_from_any([first, second], 3)
+    assert sorted(m.data() for m in got[0] + got[1]) == [b"m-0", b"m-1", b"m-2"]
+    assert_nothing_more(first, 200)
+    assert_nothing_more(second, 200)
 
 
 def test_second_exclusive_consumer_is_busy(client: Any, topic: str) -> None:
@@ -169,14 +185,32 @@ def test_exclusive_busy_across_gateways(
         client_factory(two.url).subscribe(topic, "ex", consumer_type=Exclusive)
 
 
+def test_first_message_after_subscribe_is_prompt(client: Any, topic: str) -> None:
+    """A message sent right after a new subscription's consumer is attached must be
+    dispatched at once, not after the dispatcher's 1 s fallback poll."""
+    for n in range(5):
+        name = f"{topic}-{n}"
+        consumer = client.subscribe(name, "prompt", consumer_type=Shared)
+        producer = client.create_producer(name, batching_enabled=False)
+        start = time.monotonic()
+        producer.send(b"first")
+        msg = receive(consumer, 5000)
+        latency = time.monotonic() - start
+        assert msg.data() == b"first"
+        assert latency < 0.5, f"first message on {name} took {latency:.3f}s"
+        # Once the notification channel is live, later messages are prompt too.
+        start = time.monotonic()
+        producer.send(b"second")
+        assert receive(consumer, 5000).data() == b"second"
+        assert time.monotonic() - start < 0.5
+
+
 # -- initial position ------------------------------------------------------------------------
 
 
 def test_initial_position_latest(client: Any, topic: str) -> None:
     produce(client, topic, 3, prefix="before")
-    consumer = client.subscribe(
-        topic, "latest", initial_position=pulsar.InitialPosition.Latest
-    )
+    consumer = client.subscribe(topic, "latest", initial_position=pulsar.InitialPosition.Latest)
     assert_nothing_more(consumer)
     produce(client, topic, 2, prefix="after")
     assert [m.data() for m in receive_n(consumer, 2)] == [b"after-0", b"after-1"]
@@ -185,12 +219,14 @@ def test_initial_position_latest(client: Any, topic: str) -> None:
 
 def test_initial_position_earliest(client: Any, topic: str) -> None:
     produce(client, topic, 3, prefix="before")
-    consumer = client.subscribe(
-        topic, "earliest", initial_position=pulsar.InitialPosition.Earliest
-    )
+    consumer = client.subscribe(topic, "earliest", initial_position=pulsar.InitialPosition.Earliest)
     produce(client, topic, 2, prefix="after")
     assert [m.data() for m in receive_n(consumer, 5)] == [
-        b"before-0", b"before-1", b"before-2", b"after-0", b"after-1",
+        b"before-0",
+        b"before-1",
+        b"before-2",
+        b"after-0",
+        b"after-1",
     ]
     assert_nothing_more(consumer)
 
@@ -211,7 +247,10 @@ def test_initial_position_applies_only_when_created(client: Any, topic: str) -> 
 def test_flow_permits_honoured_exactly(client: Any, redis_clean: Any, topic: str) -> None:
     produce(client, topic, 50)
     first = client.subscribe(
-        topic, "flow", consumer_type=Shared, receiver_queue_size=5,
+        topic,
+        "flow",
+        consumer_type=Shared,
+        receiver_queue_size=5,
         initial_position=pulsar.InitialPosition.Earliest,
     )
     wait_for(lambda: pending_count(redis_clean, topic, "flow") >= 5)
@@ -219,7 +258,10 @@ def test_flow_permits_honoured_exactly(client: Any, redis_clean: Any, topic: str
     assert pending_count(redis_clean, topic, "flow") == 5
 
     second = client.subscribe(
-        topic, "flow", consumer_type=Shared, receiver_queue_size=3,
+        topic,
+        "flow",
+        consumer_type=Shared,
+        receiver_queue_size=3,
         initial_position=pulsar.InitialPosition.Earliest,
     )
     wait_for(lambda: pending_count(redis_clean, topic, "flow") >= 8)
@@ -235,7 +277,10 @@ def test_flow_permits_with_batches(client: Any, redis_clean: Any, topic: str) ->
     produce_batched(client, topic, 50, per_batch=10)
     assert redis_clean.xlen(stream_key(topic)) == 5
     client.subscribe(
-        topic, "flow", consumer_type=Shared, receiver_queue_size=5,
+        topic,
+        "flow",
+        consumer_type=Shared,
+        receiver_queue_size=5,
         initial_position=pulsar.InitialPosition.Earliest,
     )
     wait_for(lambda: pending_count(redis_clean, topic, "flow") >= 1)
@@ -244,7 +289,10 @@ def test_flow_permits_with_batches(client: Any, redis_clean: Any, topic: str) ->
     assert pending_count(redis_clean, topic, "flow") == 1
 
     client.subscribe(
-        topic, "flow", consumer_type=Shared, receiver_queue_size=3,
+        topic,
+        "flow",
+        consumer_type=Shared,
+        receiver_queue_size=3,
         initial_position=pulsar.InitialPosition.Earliest,
     )
     wait_for(lambda: pending_count(redis_clean, topic, "flow") >= 2)
@@ -255,7 +303,10 @@ def test_flow_permits_with_batches(client: Any, redis_clean: Any, topic: str) ->
 def test_flow_refill_delivers_whole_backlog(client: Any, topic: str) -> None:
     produce(client, topic, 40)
     consumer = client.subscribe(
-        topic, "flow", consumer_type=Shared, receiver_queue_size=4,
+        topic,
+        "flow",
+        consumer_type=Shared,
+        receiver_queue_size=4,
         initial_position=pulsar.InitialPosition.Earliest,
     )
     assert [m.data() for m in receive_n(consumer, 40)] == [b"m-%d" % i for i in range(40)]
@@ -271,16 +322,7 @@ def test_shared_consumers_split_messages(client: Any, redis_clean: Any, topic: s
         for _ in range(2)
     ]
     produce(client, topic, 200)
-    got: list[list[bytes]] = [[], []]
-    deadline = time.monotonic() + 2 * TIMEOUT
-    while sum(map(len, got)) < 200 and time.monotonic() < deadline:
-        for i, consumer in enumerate(consumers):
-            try:
-                msg = receive(consumer, 50)
-            except pulsar.Timeout:
-                continue
-            consumer.acknowledge(msg)
-            got[i].append(msg.data())
+    got = [[m.data() for m in msgs] for msgs in receive_from_any(consumers, 200, 2 * TIMEOUT)]
     assert got[0] and got[1], [len(g) for g in got]
     everything = got[0] + got[1]
     assert len(everything) == 200
@@ -329,9 +371,7 @@ def test_acknowledge_cumulative_exclusive(client: Any, redis_clean: Any, topic: 
     msgs = receive_n(consumer, 10, ack=False)
     assert pending_count(redis_clean, topic, "cumul") == 10
     consumer.acknowledge_cumulative(msgs[5])
-    wait_for(
-        lambda: pending_ids(redis_clean, topic, "cumul") == [entry_id(m) for m in msgs[6:]]
-    )
+    wait_for(lambda: pending_ids(redis_clean, topic, "cumul") == [entry_id(m) for m in msgs[6:]])
     consumer.acknowledge_cumulative(msgs[-1])
     wait_for(lambda: pending_count(redis_clean, topic, "cumul") == 0)
     consumer.close()
@@ -422,9 +462,7 @@ def test_ack_timeout_redelivers(client: Any, topic: str) -> None:
 # -- consumers leaving -----------------------------------------------------------------------
 
 
-def test_close_hands_unacked_to_other_consumer(
-    client: Any, redis_clean: Any, topic: str
-) -> None:
+def test_close_hands_unacked_to_other_consumer(client: Any, redis_clean: Any, topic: str) -> None:
     holder = client.subscribe(topic, "sh", consumer_type=Shared, receiver_queue_size=5)
     produce(client, topic, 5)
     held = receive_n(holder, 5, ack=False)
@@ -441,13 +479,12 @@ def test_dropped_connection_hands_unacked_to_other_consumer(
     gateway: Any, client: Any, redis_clean: Any, topic: str
 ) -> None:
     doomed_client = pulsar.Client(
-        gateway.url, operation_timeout_seconds=10,
+        gateway.url,
+        operation_timeout_seconds=10,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     )
     try:
-        holder = doomed_client.subscribe(
-            topic, "sh", consumer_type=Shared, receiver_queue_size=5
-        )
+        holder = doomed_client.subscribe(topic, "sh", consumer_type=Shared, receiver_queue_size=5)
         produce(client, topic, 5)
         held = receive_n(holder, 5, ack=False)
         other = client.subscribe(topic, "sh", consumer_type=Shared)
@@ -456,6 +493,50 @@ def test_dropped_connection_hands_unacked_to_other_consumer(
         doomed_client.close()
     got = receive_n(other, 5)
     assert [m.data() for m in got] == [m.data() for m in held]
+    assert [m.redelivery_count() for m in got] == [1] * 5
+    wait_for(lambda: pending_count(redis_clean, topic, "sh") == 0)
+
+
+_KILLED_CONSUMER = """
+import sys, pulsar
+client = pulsar.Client(sys.argv[1], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+consumer = client.subscribe(sys.argv[2], "sh", consumer_type=pulsar.ConsumerType.Shared,
+                            receiver_queue_size=5)
+print("subscribed", flush=True)
+for _ in range(5):
+    print(consumer.receive(timeout_millis=10000).data().decode(), flush=True)
+sys.stdin.read()  # hold the messages, unacked, until killed
+"""
+
+
+def test_killed_client_hands_unacked_to_other_consumer(
+    gateway: Any, client: Any, redis_clean: Any, topic: str
+) -> None:
+    """A client process killed with SIGKILL sends nothing: the gateway sees the TCP
+    connection drop and must hand the unacked messages on."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_CONSUMER, gateway.url, topic],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "subscribed"
+        produce(client, topic, 5)
+        held = [proc.stdout.readline().strip() for _ in range(5)]
+        assert held == [f"m-{i}" for i in range(5)]
+        other = client.subscribe(topic, "sh", consumer_type=Shared)
+        assert_nothing_more(other)
+    finally:
+        proc.kill()
+        proc.wait(TIMEOUT)
+        if proc.stdin is not None:
+            proc.stdin.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    got = receive_n(other, 5)
+    assert [m.data().decode() for m in got] == held
     assert [m.redelivery_count() for m in got] == [1] * 5
     wait_for(lambda: pending_count(redis_clean, topic, "sh") == 0)
 
@@ -514,22 +595,16 @@ def test_unsubscribe_deletes_subscription(client: Any, redis_clean: Any, topic: 
     assert_nothing_more(earliest)
 
 
-def test_unsubscribe_refused_with_other_consumer(
-    client: Any, redis_clean: Any, topic: str
-) -> None:
+def test_unsubscribe_refused_with_other_consumer(client: Any, redis_clean: Any, topic: str) -> None:
     first = client.subscribe(topic, "two", consumer_type=Shared)
     second = client.subscribe(topic, "two", consumer_type=Shared)
     with pytest.raises(pulsar.ConsumerBusy):
         first.unsubscribe()
     assert "two" in group_names(redis_clean, topic)
+    # Both consumers are still attached and served.
     produce(client, topic, 1)
-    got = []
-    for consumer in (first, second):
-        try:
-            got.append(receive(consumer, 1000).data())
-        except pulsar.Timeout:
-            pass
-    assert got == [b"m-0"]
+    got = receive_from_any([first, second], 1)
+    assert [m.data() for m in got[0] + got[1]] == [b"m-0"]
     second.close()
     first.unsubscribe()
     assert "two" not in group_names(redis_clean, topic)
@@ -550,12 +625,16 @@ def test_get_last_message_id(client: Any, topic: str) -> None:
     ids = produce(client, topic, 3)
     last = consumer.get_last_message_id()
     assert (last.ledger_id(), last.entry_id(), last.batch_index()) == (
-        ids[-1].ledger_id(), ids[-1].entry_id(), -1,
+        ids[-1].ledger_id(),
+        ids[-1].entry_id(),
+        -1,
     )
 
     batch_ids = produce_batched(client, topic, 4, per_batch=4)
     last = consumer.get_last_message_id()
     assert (last.ledger_id(), last.entry_id(), last.batch_index()) == (
-        batch_ids[-1].ledger_id(), batch_ids[-1].entry_id(), 3,
+        batch_ids[-1].ledger_id(),
+        batch_ids[-1].entry_id(),
+        3,
     )
     assert str(last) == str(batch_ids[-1])

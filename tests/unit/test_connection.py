@@ -247,8 +247,9 @@ def test_connect_with_auth_data_is_passed_on(conn: ServerConnection) -> None:
 
 
 def test_command_before_connect_gets_error_and_closes(conn: ServerConnection) -> None:
-    conn.receive_data(frame(T.PRODUCER, topic="persistent://public/default/t", producer_id=1,
-                            request_id=7))
+    conn.receive_data(
+        frame(T.PRODUCER, topic="persistent://public/default/t", producer_id=1, request_id=7)
+    )
     cmd = only_command(conn)
     assert cmd.type == T.ERROR
     assert cmd.IsInitialized()
@@ -279,9 +280,7 @@ def test_command_without_request_id_before_connect_closes_silently(
 
 
 def test_frames_after_a_refused_command_are_not_processed(conn: ServerConnection) -> None:
-    conn.receive_data(
-        frame(T.LOOKUP, topic="t", request_id=3) + connect_frame() + frame(T.PING)
-    )
+    conn.receive_data(frame(T.LOOKUP, topic="t", request_id=3) + connect_frame() + frame(T.PING))
     cmd = only_command(conn)
     assert cmd.type == T.ERROR
     assert cmd.error.request_id == 3
@@ -867,9 +866,7 @@ OUTBOUND: dict[str, Case] = {
         _check_last_empty,
     ),
     "send_last_message_id_response-full": (
-        lambda c: c.send_last_message_id_response(
-            4, (1700000000000, 3, 2, 4), (1700000000000, 2)
-        ),
+        lambda c: c.send_last_message_id_response(4, (1700000000000, 3, 2, 4), (1700000000000, 2)),
         T.GET_LAST_MESSAGE_ID_RESPONSE,
         _check_last_full,
     ),
@@ -920,9 +917,7 @@ def test_outbound_frame(connected: ServerConnection, name: str) -> None:
     assert_open(connected)
 
 
-@pytest.mark.parametrize(
-    ("partition", "redelivery_count"), [(-1, 0), (2, 0), (0, 3), (7, 100)]
-)
+@pytest.mark.parametrize(("partition", "redelivery_count"), [(-1, 0), (2, 0), (0, 3), (7, 100)])
 def test_outbound_message_frame(
     connected: ServerConnection, partition: int, redelivery_count: int
 ) -> None:

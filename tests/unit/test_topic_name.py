@@ -163,16 +163,14 @@ def test_invalid_topic_name_is_a_non_retriable_gateway_error() -> None:
 @pytest.mark.parametrize("entity", ["tenant\n", "ns\n"])
 def test_named_entity_with_trailing_newline_is_invalid(entity: str) -> None:
     # Pulsar's NamedEntity.checkName uses Matcher.matches(), which must consume the whole
-    # string. Python's `$` also matches before a trailing newline, so `re.match(...$)`
-    # accepts "tenant\n". BUG: the gateway accepts these names.
+    # string (Python's `$` would also match before a trailing newline).
     with pytest.raises(InvalidTopicName):
         parse_topic_name(f"persistent://{entity}/{entity}/t")
 
 
 def test_named_entity_is_ascii_only_like_pulsar() -> None:
     # Java's \w is [a-zA-Z_0-9] (no UNICODE_CHARACTER_CLASS); the C++ client's checkName
-    # is ASCII-only too. BUG: Python's \w accepts any Unicode letter, so the gateway takes
-    # tenants and namespaces a Pulsar broker refuses.
+    # is ASCII-only too (Python's default \w accepts any Unicode letter).
     with pytest.raises(InvalidTopicName):
         parse_topic_name("persistent://tenänt/ns/t")
 
@@ -223,12 +221,31 @@ def test_non_partition_names(local: str) -> None:
 
 
 def test_partition_with_trailing_newline_is_not_a_partition() -> None:
-    # "t-partition-3\n" is its own topic (Pulsar: Integer.parseInt("3\n") fails -> -1).
-    # BUG: the partition regex ends in `$`, which matches before a trailing newline, so the
-    # gateway calls this partition 3 of "t" and drops the newline from the base name.
+    # "t-partition-3\n" is its own topic (Pulsar: Integer.parseInt("3\n") fails -> -1), not
+    # partition 3 of "t" with the newline dropped.
     t = parse_topic_name("persistent://a/b/t-partition-3\n")
     assert t.partition_index == -1
     assert t.partitioned_topic_name == t
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    ["01", "007", "2147483648", "99999999999"],
+)
+def test_partition_suffix_pulsar_does_not_read_as_an_index(suffix: str) -> None:
+    # Pulsar's TopicName.getPartitionIndex: Integer.parseInt, then -1 for a negative value,
+    # for leading zeros ("topic-partition-01") and on overflow (NumberFormatException).
+    # BUG: the gateway's `\d+` reads these as partitions: "t-partition-01" becomes a second
+    # name for partition 1 of "t", and an index beyond int32 cannot be encoded in
+    # MessageIdData.partition (int32), which breaks delivery (see test_bad_input).
+    t = parse_topic_name(f"persistent://a/b/t-partition-{suffix}")
+    assert t.partition_index == -1
+    assert t.partitioned_topic_name == t
+
+
+def test_largest_int32_partition_index() -> None:
+    t = parse_topic_name(f"persistent://a/b/t-partition-{2**31 - 1}")
+    assert t.partition_index == 2**31 - 1
 
 
 def test_partition_builds_partition_names() -> None:
@@ -266,8 +283,7 @@ def test_full_names_round_trip(tenant: str, ns: str, local: str) -> None:
 def test_legacy_names_round_trip(tenant: str, cluster: str, ns: str, local: str) -> None:
     name = f"non-persistent://{tenant}/{cluster}/{ns}/{local}"
     t = parse_topic_name(name)
-    assert (t.tenant, t.cluster, t.namespace_portion, t.local_name) == (tenant, cluster, ns,
-                                                                       local)
+    assert (t.tenant, t.cluster, t.namespace_portion, t.local_name) == (tenant, cluster, ns, local)
     assert str(t) == name
     assert parse_topic_name(str(t)) == t
 
@@ -277,6 +293,21 @@ def test_short_names_round_trip(local: str) -> None:
     t = parse_topic_name(local)
     assert t.local_name == local
     assert str(t) == f"persistent://public/default/{local}"
+
+
+@given(
+    base=local_names,
+    suffix=st.one_of(st.text(max_size=4), st.from_regex(r"\A[0-9]{1,12}\n?\Z")),
+)
+def test_a_partition_is_exactly_what_partition_builds(base: str, suffix: str) -> None:
+    # Whatever reads as partition i of B must be the name B.partition(i) spells: one name
+    # per partition, and partitioned_topic_name never loses characters.
+    t = parse_topic_name(f"persistent://a/b/{base}{PARTITION_SUFFIX}{suffix}")
+    if t.partition_index >= 0:
+        assert t.partition_index < 2**31
+        assert t.partitioned_topic_name.partition(t.partition_index) == t
+    else:
+        assert t.partitioned_topic_name == t
 
 
 @given(local=local_names, index=st.integers(0, 10_000))
