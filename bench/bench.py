@@ -30,6 +30,17 @@ Memory: the gateway's RSS at start, after the produce cases, after the consume c
 around a soak of 1,000,000 messages (100,000 with ``--quick``) through a batching producer
 and a concurrent Shared consumer acking each message.
 
+Reading the output: besides msg/s, a second table gives the CPU (100% = one core) of the
+gateway, redis-server, this process (the official client's C++ threads and Python) and every
+other process on the host (a shared machine's other work, py-spy) during each timed section,
+and the gateway's CPU time per message, the figure least affected by the client: when this
+process sits near 100% the client, not the gateway, sets the rate.
+
+Robustness: every wait has a timeout, and a watchdog thread ends the run (stopping the
+gateway with SIGTERM and redis-server, removing the temp dir) if a phase overruns or the
+gateway dies, since a blocked call of the official client cannot be interrupted. Child
+processes also get SIGTERM if this process dies.
+
 ``--profile DIR`` runs ``py-spy record`` (found on PATH, next to this Python, or given with
 ``--py-spy``) against the gateway during each timed gateway case and prints the 15 hottest
 gateway functions of each; profiling costs CPU on small machines, so do not take the
@@ -266,6 +277,56 @@ class CpuMeter:
         machine = pct.pop("machine")
         pct["other"] = max(0.0, machine - sum(pct.values()))
         return pct
+
+
+class Watchdog:
+    """Last resort against hangs.
+
+    The official client's blocking calls (``send_async`` on a full queue, ``flush``,
+    ``close``) cannot be interrupted from Python, and with the gateway gone some of them
+    never return. So a thread watches the deadline of the current phase and the gateway
+    process; when the deadline passes or the gateway dies, it reports, runs the cleanup
+    (gateway SIGTERM, redis-server stop, temp dir removal) and ends the process.
+    """
+
+    def __init__(self, cleanup: Callable[[], None]) -> None:
+        self._cleanup = cleanup
+        self._phase = "start-up"
+        self._timeout = 0.0
+        self._deadline: float | None = None
+        self.gateway: GatewayProcess | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
+        self._thread.start()
+
+    @contextlib.contextmanager
+    def phase(self, name: str, timeout: float) -> Iterator[None]:
+        saved = (self._phase, self._timeout, self._deadline)
+        self._phase, self._timeout = name, timeout
+        self._deadline = time.monotonic() + timeout
+        try:
+            yield
+        finally:
+            self._phase, self._timeout, self._deadline = saved
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(0.5):
+            gw = self.gateway
+            reason = None
+            if gw is not None and gw.proc.poll() is not None:
+                reason = f"the gateway exited ({gw.proc.returncode}) during {self._phase}"
+            elif self._deadline is not None and time.monotonic() > self._deadline:
+                reason = f"{self._phase} did not finish within {self._timeout:.0f}s"
+            if reason is None:
+                continue
+            print(f"bench failed (watchdog): {reason}", file=sys.stderr, flush=True)
+            try:
+                self._cleanup()
+            finally:
+                os._exit(3)
 
 
 # -- profiling --------------------------------------------------------------------------------
@@ -861,6 +922,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def log(msg: str) -> None:
         print(f"[{time.monotonic() - started:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
+    def cleanup() -> None:
+        if gw is not None:
+            if gw.proc.poll() is not None or failed:
+                print("--- gateway log (tail) ---", file=sys.stderr)
+                with contextlib.suppress(Exception):
+                    print(gw.log_text()[-4000:], file=sys.stderr, flush=True)
+            gw.stop()
+        if rds is not None:
+            rds.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    failed = True
+    watchdog = Watchdog(cleanup)
+    case_limit = 2 * (60.0 + args.messages / 1000.0) + 60.0
+
+    def guarded(name: str, fn: Callable[[], Sample]) -> None:
+        with watchdog.phase(name, case_limit):
+            record(name, fn())
+
     def record(key: str, sample: Sample) -> None:
         results.setdefault(key, []).append(sample)
         cpu = ", ".join(f"{k} {v:.0f}%" for k, v in sample.cpu.items())
@@ -870,51 +950,54 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
 
     try:
-        rds = RedisServer(workdir, args.aof)
-        log(
-            f"redis-server {rds.version} on port {rds.port} "
-            f"(AOF {'everysec' if args.aof else 'off'})"
-        )
-        gw = GatewayProcess(rds.url, workdir)
-        log(f"gateway pid {gw.pid} on {gw.url}")
-        time.sleep(0.5)
-        memory["start"] = gw.rss()
-        bench = Bench(args, rds, gw)
+        with watchdog.phase("start-up", 120):
+            rds = RedisServer(workdir, args.aof)
+            log(
+                f"redis-server {rds.version} on port {rds.port} "
+                f"(AOF {'everysec' if args.aof else 'off'})"
+            )
+            gw = GatewayProcess(rds.url, workdir)
+            watchdog.gateway = gw
+            log(f"gateway pid {gw.pid} on {gw.url}")
+            time.sleep(0.5)
+            memory["start"] = gw.rss()
+            bench = Bench(args, rds, gw)
 
         for p in range(args.passes):
             log(f"produce pass {p + 1}/{args.passes}")
-            record("produce-batching", bench.gw_produce(True, "produce-batching"))
-            record("produce-nobatch", bench.gw_produce(False, "produce-nobatch"))
-            record("raw-xadd", bench.raw_produce())
+            guarded("produce-batching", lambda: bench.gw_produce(True, "produce-batching"))
+            guarded("produce-nobatch", lambda: bench.gw_produce(False, "produce-nobatch"))
+            guarded("raw-xadd", bench.raw_produce)
         memory["after produce cases"] = gw.rss()
 
         for p in range(args.passes):
             log(f"consume pass {p + 1}/{args.passes}")
-            record("consume-batch-filled", bench.gw_consume(True, "consume-batch-filled"))
-            record("consume-nobatch-filled", bench.gw_consume(False, "consume-nobatch-filled"))
-            record("raw-consume", bench.raw_consume())
+            guarded("consume-batch-filled", lambda: bench.gw_consume(True, "consume-batch-filled"))
+            guarded(
+                "consume-nobatch-filled",
+                lambda: bench.gw_consume(False, "consume-nobatch-filled"),
+            )
+            guarded("raw-consume", bench.raw_consume)
         memory["after consume cases"] = gw.rss()
 
         if args.soak:
             log(f"memory soak: {args.soak:,} messages")
             memory["before soak"] = gw.rss()
-            soak = bench.soak(args.soak)
+            with watchdog.phase("memory soak", 2 * (120 + args.soak / 1000) + 60):
+                soak = bench.soak(args.soak)
             log(f"soak: {soak['rate']:,.0f} msg/s in {soak['seconds']:.1f}s")
         redis_mem = int(rds.client.info("memory")["used_memory"])
-    except BaseException as exc:
-        if gw is not None and not isinstance(exc, KeyboardInterrupt):
-            print("--- gateway log (tail) ---", file=sys.stderr)
-            with contextlib.suppress(Exception):
-                print(gw.log_text()[-4000:], file=sys.stderr)
+        failed = False
+    except KeyboardInterrupt:
+        failed = False  # no log dump on ^C / SIGTERM
         raise
     finally:
-        if bench is not None:
-            bench.close()
-        if gw is not None:
-            gw.stop()
-        if rds is not None:
-            rds.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        watchdog.gateway = None  # stopping it is no longer a failure
+        with watchdog.phase("shutdown", 90):
+            if bench is not None:
+                bench.close()
+            cleanup()
+        watchdog.stop()
 
     runtime = time.monotonic() - started
     report(args, rds, gw, bench, results, memory, soak, redis_mem, runtime)

@@ -99,13 +99,14 @@ class Consumer:
         self.messages_delivered = 0
         self._storage = subscription.storage
         self._stream = subscription.topic.keys.stream
-
-    @property
-    def reports_redelivery_count(self) -> bool:
-        """Pulsar counts redeliveries only on Shared and Key_Shared subscriptions
-        (``RedeliveryTrackerDisabled`` for the others); the client's dead-letter logic
-        depends on it (protocol brief, gotcha G10)."""
-        return self.subscription.type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED)
+        self._metrics = subscription.broker.metrics
+        #: Pulsar counts redeliveries only on Shared and Key_Shared subscriptions
+        #: (``RedeliveryTrackerDisabled`` for the others); the client's dead-letter logic
+        #: depends on it (protocol brief, gotcha G10).
+        self.reports_redelivery_count = subscription.type in (
+            SubscriptionType.SHARED,
+            SubscriptionType.KEY_SHARED,
+        )
 
     # -- flow control and delivery ---------------------------------------------------
 
@@ -120,11 +121,12 @@ class Consumer:
         count = 0
         for d in deliveries:
             count += d.num_messages
-            if not self.reports_redelivery_count:
+        if not self.reports_redelivery_count:
+            for d in deliveries:
                 d.redelivery_count = 0
         self.permits -= count
         self.messages_delivered += count
-        self.subscription.broker.metrics.out_messages.inc(count)
+        self._metrics.out_messages += count
         self.sink.deliver(self, deliveries)
 
     # -- acknowledgement -------------------------------------------------------------

@@ -4,13 +4,20 @@ Names follow Pulsar's where one exists (``pulsar_in_messages_total``,
 ``pulsar_out_messages_total``); gateway-level counters are prefixed ``pulsar_gateway_``.
 One registry per :class:`~gateway.broker.Broker`, so several gateways can live in one
 process (tests, the bench) without clashing.
+
+Counters touched for every message or command are plain integers read by a collector at
+scrape time: ``prometheus_client``'s ``Counter.inc`` takes a lock, which cost a tenth of the
+gateway's CPU per SEND in the bench profile.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter as Tally
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 __all__ = ["GatewayMetrics"]
 
@@ -30,35 +37,46 @@ class GatewayMetrics:
             ["protocol"],
             registry=r,
         )
-        self.commands = Counter(
-            "pulsar_gateway_commands", "Commands received", ["protocol", "command"], registry=r
-        )
         self.errors = Counter(
             "pulsar_gateway_errors",
             "Errors returned to clients, by Pulsar error name",
             ["protocol", "error"],
             registry=r,
         )
-        self.in_messages = Counter(
-            "pulsar_in_messages", "Messages published through this gateway", registry=r
-        )
-        self.in_bytes = Counter(
-            "pulsar_in_bytes", "Bytes published through this gateway", registry=r
-        )
-        self.out_messages = Counter(
-            "pulsar_out_messages", "Messages delivered through this gateway", registry=r
-        )
-
-        self._command_children: dict[tuple[str, str], Any] = {}
+        # hot-path tallies, exported by _HotCounters
+        self.in_messages = 0
+        self.in_bytes = 0
+        self.out_messages = 0
+        self.commands: Tally[tuple[str, str]] = Tally()
+        r.register(_HotCounters(self))
 
     def count_command(self, protocol: str, command: str) -> None:
-        """Count one received command (children cached: this runs per SEND and ACK)."""
-        key = (protocol, command)
-        child = self._command_children.get(key)
-        if child is None:
-            child = self._command_children[key] = self.commands.labels(protocol, command)
-        child.inc()
+        """Count one received command."""
+        self.commands[protocol, command] += 1
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+class _HotCounters(Collector):
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self._m = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._m
+        yield CounterMetricFamily(
+            "pulsar_in_messages", "Messages published through this gateway", m.in_messages
+        )
+        yield CounterMetricFamily(
+            "pulsar_in_bytes", "Bytes published through this gateway", m.in_bytes
+        )
+        yield CounterMetricFamily(
+            "pulsar_out_messages", "Messages delivered through this gateway", m.out_messages
+        )
+        commands = CounterMetricFamily(
+            "pulsar_gateway_commands", "Commands received", labels=["protocol", "command"]
+        )
+        for (protocol, command), count in sorted(m.commands.items()):
+            commands.add_metric([protocol, command], count)
+        yield commands

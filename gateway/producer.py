@@ -33,8 +33,7 @@ class Producer:
         self.topic = topic
         self.name = name
         self._storage = storage
-        self._in_messages = metrics.in_messages
-        self._in_bytes = metrics.in_bytes
+        self._metrics = metrics
         self._stream = topic.keys.stream
         self.closed = False
         self.messages_published = 0
@@ -59,8 +58,8 @@ class Producer:
             fut = self._storage.call("XADD", self._stream, "*", ENTRY_BLOB, blob)
         self._storage.notify(self.topic.keys.notify_channel)
         self.messages_published += num_messages
-        self._in_messages.inc(num_messages)
-        self._in_bytes.inc(len(blob))
+        self._metrics.in_messages += num_messages
+        self._metrics.in_bytes += len(blob)
         return fut
 
     def close(self) -> None:
