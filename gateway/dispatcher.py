@@ -101,6 +101,11 @@ class Dispatcher:
                 log.warning("dispatch on %s failed: %s", self.subscription.name, exc)
                 await asyncio.sleep(0.5)
                 self.wake()
+            except Exception:
+                # A bug must not silently stop a subscription's delivery: log, back off, retry.
+                log.exception("dispatcher of %s failed", self.subscription.name)
+                await asyncio.sleep(1.0)
+                self.wake()
 
     async def reap(self) -> int:
         """Hand back the unacked entries of consumers whose lease expired."""

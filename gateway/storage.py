@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +36,9 @@ from gateway.scripts import SCRIPTS, Script
 __all__ = ["Notifier", "Storage", "pack_commands"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a whole pipeline may take before the connection is considered dead.
+PIPELINE_TIMEOUT = 30.0
 
 _Command = tuple[tuple[Any, ...], "asyncio.Future[Any]", Script | None]
 
@@ -134,8 +138,8 @@ class Storage:
             try:
                 replies = await self._execute(commands)
                 replies = await self._retry_noscript(batch, replies)
-            except RedisError as exc:
-                error = StorageError(f"Redis is unavailable: {exc}")
+            except (RedisError, TimeoutError) as exc:
+                error = StorageError(f"Redis is unavailable: {exc!r}")
                 for _, fut, _ in batch:
                     if not fut.done():
                         fut.set_exception(error)
@@ -171,13 +175,18 @@ class Storage:
         self.pipelines_sent += 1
         self.commands_sent += len(commands)
         try:
-            await conn.send_packed_command(pack_commands(commands), check_health=False)
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(await conn.read_response(disable_decoding=True))
-                except ResponseError as exc:
-                    replies.append(exc)
+            # One deadline for the whole pipeline, not redis-py's per-reply socket timeout
+            # (a timer created and cancelled for every reply).
+            async with asyncio.timeout(PIPELINE_TIMEOUT):
+                await conn.send_packed_command(pack_commands(commands), check_health=False)
+                replies: list[Any] = []
+                for _ in commands:
+                    try:
+                        replies.append(
+                            await conn.read_response(disable_decoding=True, timeout=math.inf)
+                        )
+                    except ResponseError as exc:
+                        replies.append(exc)
         except BaseException:
             self._conn = None
             await conn.disconnect(nowait=True)

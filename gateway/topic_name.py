@@ -34,6 +34,21 @@ _NAMED_ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
 _PARTITION_RE = re.compile(r"(?P<base>.+)-partition-(?P<index>[0-9]+)", re.DOTALL)
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _partition_match(local_name: str) -> re.Match[str] | None:
+    """Match ``<base>-partition-<i>`` the way Pulsar's ``TopicName.getPartitionIndex`` reads
+    it: ``i`` is a canonical int32 (no leading zeros, no overflow), else not a partition."""
+    match = _PARTITION_RE.fullmatch(local_name)
+    if match is None:
+        return None
+    index = match.group("index")
+    if index != str(int(index)) or int(index) > _INT32_MAX:
+        return None
+    return match
+
+
 @dataclass(frozen=True, slots=True)
 class TopicName:
     """A validated, fully qualified topic name."""
@@ -58,13 +73,13 @@ class TopicName:
     @property
     def partition_index(self) -> int:
         """The partition index for ``...-partition-<i>`` names, else -1 (Pulsar's convention)."""
-        match = _PARTITION_RE.fullmatch(self.local_name)
+        match = _partition_match(self.local_name)
         return int(match.group("index")) if match else -1
 
     @property
     def partitioned_topic_name(self) -> TopicName:
         """The base topic of a partition; the topic itself when it is not a partition."""
-        match = _PARTITION_RE.fullmatch(self.local_name)
+        match = _partition_match(self.local_name)
         if not match:
             return self
         return TopicName(

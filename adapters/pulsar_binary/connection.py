@@ -289,13 +289,7 @@ class ServerConnection:
     def send_send_receipt(
         self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int
     ) -> None:
-        cmd = pb.BaseCommand(type=T.SEND_RECEIPT)
-        r = cmd.send_receipt
-        r.producer_id = producer_id
-        r.sequence_id = sequence_id
-        r.message_id.ledgerId = ledger_id
-        r.message_id.entryId = entry_id
-        self._command(cmd)
+        self._out.append(codec.encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id))
 
     def send_send_error(self, producer_id: int, sequence_id: int, error: int, message: str) -> None:
         cmd = pb.BaseCommand(type=T.SEND_ERROR)

@@ -191,7 +191,11 @@ class Session:
                 cmd.producer_id, cmd.sequence_id, pb.ChecksumError, "Checksum mismatch"
             )
             return
-        fut = producer.publish(cmd.payload.blob, cmd.num_messages)
+        # The entry's size comes from its metadata (what consumers will parse), not from
+        # SEND.num_messages, which a client could set to anything.
+        metadata = cmd.payload.metadata
+        size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+        fut = producer.publish(cmd.payload.blob, max(size, 1))
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
 
         def receipt(f: asyncio.Future[bytes]) -> None:

@@ -37,6 +37,7 @@ from adapters.pulsar_binary.codec import (
     encode_command,
     encode_message,
     encode_payload_command,
+    encode_send_receipt,
     make_blob,
     parse_batch,
     parse_blob,
@@ -940,3 +941,22 @@ def test_encode_message_matches_protobuf(
     assert (message.message_id.entryId, message.message_id.partition) == (entry_id, partition)
     assert (message.redelivery_count, list(message.ack_set)) == (redelivery_count, ack_set)
     assert frame.payload.blob == blob
+
+
+@settings(max_examples=300)
+@given(
+    producer_id=u64 | st.integers(0, 300),
+    sequence_id=u64 | st.integers(0, 2**20),
+    ledger_id=u64 | st.integers(1_700_000_000_000, 1_700_000_100_000),
+    entry_id=u64 | st.integers(0, 2**29),
+)
+def test_encode_send_receipt_matches_protobuf(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int
+) -> None:
+    receipt = pb.CommandSendReceipt(
+        producer_id=producer_id,
+        sequence_id=sequence_id,
+        message_id=pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id),
+    )
+    reference = encode_command(pb.BaseCommand(type=T.SEND_RECEIPT, send_receipt=receipt))
+    assert encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id) == reference

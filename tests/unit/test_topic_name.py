@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from gateway.errors import GatewayError, InvalidTopicName
@@ -302,7 +302,12 @@ def test_short_names_round_trip(local: str) -> None:
 def test_a_partition_is_exactly_what_partition_builds(base: str, suffix: str) -> None:
     # Whatever reads as partition i of B must be the name B.partition(i) spells: one name
     # per partition, and partitioned_topic_name never loses characters.
-    t = parse_topic_name(f"persistent://a/b/{base}{PARTITION_SUFFIX}{suffix}")
+    try:
+        t = parse_topic_name(f"persistent://a/b/{base}{PARTITION_SUFFIX}{suffix}")
+    except InvalidTopicName:
+        # e.g. base "/" makes a legacy 4-part name with an empty namespace
+        assume(False)
+        raise
     if t.partition_index >= 0:
         assert t.partition_index < 2**31
         assert t.partitioned_topic_name.partition(t.partition_index) == t
