@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 T = pb.BaseCommand.Type
+_I63 = (1 << 63) - 1
+_U64 = 1 << 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,17 +117,14 @@ class Flow:
 
 
 @dataclass(frozen=True, slots=True)
-class AckedId:
-    ledger_id: int
-    entry_id: int
-    ack_set: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Ack:
     consumer_id: int
     cumulative: bool
-    message_ids: tuple[AckedId, ...]
+    #: (ledgerId, entryId) of each acked entry (plain tuples: this is per acked message)
+    message_ids: tuple[tuple[int, int], ...]
+    #: batch-index ack state by position in ``message_ids``, only where the client sent one
+    #: (bit set = index still unacked, protocol brief 3.3)
+    ack_sets: dict[int, tuple[int, ...]]
     validation_error: int | None
     request_id: int | None
 
@@ -265,13 +264,22 @@ def _subscribe(c: pb.BaseCommand, _: Frame) -> Command:
 
 def _ack(c: pb.BaseCommand, _: Frame) -> Command:
     x = c.ack
+    ids: list[tuple[int, int]] = []
+    ack_sets: dict[int, tuple[int, ...]] = {}
+    for m in x.message_id:
+        ledger, entry = m.ledgerId, m.entryId
+        if ledger > _I63:  # signed64, inlined: this loop runs per acked message
+            ledger -= _U64
+        if entry > _I63:
+            entry -= _U64
+        if m.ack_set:
+            ack_sets[len(ids)] = tuple(m.ack_set)
+        ids.append((ledger, entry))
     return Ack(
         x.consumer_id,
         x.ack_type == pb.CommandAck.Cumulative,
-        tuple(
-            AckedId(signed64(m.ledgerId), signed64(m.entryId), tuple(m.ack_set))
-            for m in x.message_id
-        ),
+        tuple(ids),
+        ack_sets,
         x.validation_error if x.HasField("validation_error") else None,
         x.request_id if x.HasField("request_id") else None,
     )

@@ -21,7 +21,7 @@ from adapters.pulsar_binary.errors import server_error
 from gateway.broker import Broker
 from gateway.consumer import Consumer, Delivery, InitialPosition, SubscriptionType
 from gateway.errors import GatewayError, NotAllowed
-from gateway.message_id import MessageId
+from gateway.message_id import stream_id
 from gateway.producer import Producer
 from gateway.topic_name import parse_topic_name
 from proto import PulsarApi_pb2 as pb
@@ -281,14 +281,15 @@ class Session:
                 )
             return
         if cmd.cumulative:
-            fut = _ack_cumulative(consumer, cmd.message_ids)
+            fut = _ack_cumulative(consumer, cmd)
         else:
-            # An id with an ack_set that still has bits set is a partly acked batch
-            # (batch-index ack): the entry stays unacked until every index is acked.
+            # An id whose ack_set still has bits set is a partly acked batch (batch-index
+            # ack): the entry stays unacked until every index is acked.
+            partial = cmd.ack_sets
             ids = [
-                b"%d-%d" % (m.ledger_id, m.entry_id)
-                for m in cmd.message_ids
-                if not any(m.ack_set) and m.ledger_id >= 0 and m.entry_id >= 0
+                stream_id(ledger, entry)
+                for i, (ledger, entry) in enumerate(cmd.message_ids)
+                if ledger >= 0 and entry >= 0 and not (partial and any(partial.get(i, ())))
             ]
             fut = consumer.ack(ids) if ids else None
         if cmd.request_id is None:
@@ -312,7 +313,7 @@ class Session:
         consumer = self._consumer(cmd.consumer_id)
         if consumer is None:
             return
-        ids = sorted({b"%d-%d" % i for i in cmd.message_ids if i[0] >= 0 and i[1] >= 0})
+        ids = sorted({stream_id(*i) for i in cmd.message_ids if i[0] >= 0 and i[1] >= 0})
         consumer.redeliver(ids or None)
 
     def _close_consumer(self, cmd: c.CloseConsumer) -> None:
@@ -400,24 +401,23 @@ class Session:
                     pass
 
 
-def _ack_cumulative(consumer: Consumer, ids: tuple[c.AckedId, ...]) -> asyncio.Future[int] | None:
+def _ack_cumulative(consumer: Consumer, cmd: c.Ack) -> asyncio.Future[int] | None:
     """Cumulative ack of ``(L, E)``; with an ack_set, or for ``(L, -1)``, only up to the
     entry before (protocol brief 3.3 and 5.3)."""
-    if not ids:
+    if not cmd.message_ids:
         return None
-    m = ids[0]
-    if m.ledger_id < 0:
+    ledger, entry = cmd.message_ids[0]
+    if ledger < 0:
         return None
-    if m.entry_id < 0 or any(m.ack_set):
-        position = MessageId(m.ledger_id, m.entry_id)
-        if m.entry_id > 0:
-            upto = b"%d-%d" % (m.ledger_id, m.entry_id - 1)
-        elif position.ledger_id > 0:
-            upto = b"%d-%d" % (m.ledger_id - 1, (1 << 64) - 1)
+    if entry < 0 or any(cmd.ack_sets.get(0, ())):
+        if entry > 0:
+            upto = stream_id(ledger, entry - 1)
+        elif ledger > 0:
+            upto = stream_id(ledger - 1, (1 << 64) - 1)
         else:
             return None
     else:
-        upto = b"%d-%d" % (m.ledger_id, m.entry_id)
+        upto = stream_id(ledger, entry)
     return consumer.ack_cumulative(upto)
 
 
