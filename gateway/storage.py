@@ -3,15 +3,20 @@
 Strategy (``shared/reference/redis-limits.md``): a Redis round trip costs 55-120 us here and
 redis-py about 6 us per pipelined command, so awaiting one command per message caps a
 gateway near 8k msg/s. Instead every producer, consumer and connection submits its commands
-to :class:`Storage`, which queues them and, once per loop tick, sends everything queued as
-one non-transactional pipeline. Only one pipeline is in flight at a time; commands submitted
-meanwhile form the next. That single lane is what keeps a producer's appends in send order
-(so receipts go out in order, as the client requires), and it batches naturally: the slower
-Redis answers, the bigger the next pipeline.
+to :class:`Storage`, which queues them and, once per loop tick, writes everything queued as
+one pipeline on its single dedicated connection, without waiting for the previous
+pipeline's replies; one reader resolves replies in order. Redis runs one connection's
+commands in the order written, so a producer's appends stay in send order (receipts go out
+in order, as the client requires) and a consumer's release always follows its dispatches,
+while the gateway packs the next pipeline as Redis executes the last one. Commands are
+packed to RESP here and replies read raw with the hiredis parser: redis-py's ``Pipeline``
+costs about 6 us per command, which this lane avoids (redis-py still connects: URL, auth,
+TLS, unix sockets). Nothing is retried on a connection error: a pipeline that may have been
+applied is failed, never re-sent, so an append cannot happen twice.
 
 Scripts are sent with ``EVALSHA``. When Redis answers ``NOSCRIPT`` (restart, ``SCRIPT
-FLUSH``), the scripts are loaded and the refused commands are sent again, in order, before
-any later command.
+FLUSH``), the scripts are loaded on another connection and the refused calls are queued
+ahead of everything not yet sent.
 
 ``notify(channel)`` asks for a ``PUBLISH`` on the channel after the current batch: producers
 use it so consumers on every gateway wake up, once per topic per tick instead of once per
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,8 +45,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds a whole pipeline may take before the connection is considered dead.
 PIPELINE_TIMEOUT = 30.0
+#: Pipelines written and not yet answered, at most; beyond it commands wait in the queue.
+MAX_PIPELINES_IN_FLIGHT = 16
 
-_Command = tuple[tuple[Any, ...], "asyncio.Future[Any]", Script | None]
+#: (arguments, future or None for fire-and-forget PUBLISH, script for NOSCRIPT handling)
+_Command = tuple[tuple[Any, ...], "asyncio.Future[Any] | None", Script | None]
 
 
 def _arg(value: Any) -> bytes:
@@ -70,18 +79,20 @@ def pack_commands(commands: Sequence[tuple[Any, ...]]) -> bytes:
 
 
 class Storage:
-    """Per-tick pipelining front of one Redis client."""
+    """Per-tick pipelining front of one Redis client, on one dedicated connection."""
 
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._queue: list[_Command] = []
         self._notify: set[str] = set()
-        self._in_flight = False
+        self._in_flight: deque[list[_Command]] = deque()
+        self._conn: Connection | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
         self._scheduled = False
         self._closed = False
         self._idle = asyncio.Event()
         self._idle.set()
-        self._conn: Connection | None = None
         #: pipelines sent and commands carried, for metrics and the bench
         self.pipelines_sent = 0
         self.commands_sent = 0
@@ -89,7 +100,7 @@ class Storage:
     # -- submitting -------------------------------------------------------------------
 
     def call(self, *args: Any) -> asyncio.Future[Any]:
-        """Queue one Redis command; the future resolves with its reply."""
+        """Queue one Redis command; the future resolves with its raw reply."""
         return self._submit(args, None)
 
     def eval(
@@ -114,96 +125,144 @@ class Storage:
         return fut
 
     def _schedule(self) -> None:
-        if not self._scheduled and not self._in_flight:
+        if not self._scheduled:
             self._scheduled = True
             self._idle.clear()
-            asyncio.get_running_loop().call_soon(self._start_flush)
+            asyncio.get_running_loop().call_soon(self._flush)
 
-    # -- flushing ---------------------------------------------------------------------
+    # -- sending ----------------------------------------------------------------------
 
-    def _start_flush(self) -> None:
+    def _flush(self) -> None:
+        """Write everything queued as one pipeline, without waiting for earlier replies."""
         self._scheduled = False
         if not self._queue and not self._notify:
-            self._idle.set()
+            self._check_idle()
             return
-        batch, self._queue = self._queue, []
-        channels, self._notify = self._notify, set()
-        self._in_flight = True
-        asyncio.get_running_loop().create_task(self._flush(batch, channels))
-
-    async def _flush(self, batch: list[_Command], channels: set[str]) -> None:
-        try:
-            commands = [args for args, _, _ in batch]
-            commands.extend(("PUBLISH", channel, b"") for channel in channels)
-            try:
-                replies = await self._execute(commands)
-                replies = await self._retry_noscript(batch, replies)
-            except (RedisError, TimeoutError) as exc:
-                error = StorageError(f"Redis is unavailable: {exc!r}")
-                for _, fut, _ in batch:
-                    if not fut.done():
-                        fut.set_exception(error)
-                return
-            for (_, fut, _), reply in zip(batch, replies, strict=False):
-                if fut.done():
-                    continue
-                if isinstance(reply, Exception):
-                    fut.set_exception(StorageError(str(reply)))
-                else:
-                    fut.set_result(reply)
-        finally:
-            self._in_flight = False
-            if self._queue or self._notify:
-                self._schedule()
-            else:
-                self._idle.set()
-
-    async def _execute(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """Send ``commands`` as one pipeline on the lane's connection; replies in order,
-        error replies as exception objects.
-
-        redis-py's ``Pipeline`` costs about 6 us per command in Python (packing, response
-        callbacks, one coroutine per reply). Here commands are packed to RESP in one pass
-        and replies come raw from the hiredis parser, which is what the reference's
-        "raw RESP" row measures. redis-py still owns connecting (URL, auth, TLS, unix
-        sockets). No automatic retry: a pipeline that may have been applied is failed, not
-        re-sent, so a connection error cannot append an entry twice.
-        """
         conn = self._conn
         if conn is None:
-            conn = self._conn = await self.redis.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+            if self._connecting is None:
+                self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            return
+        if len(self._in_flight) >= MAX_PIPELINES_IN_FLIGHT:
+            return  # the reader schedules a flush as replies come back
+        batch, self._queue = self._queue, []
+        for channel in self._notify:
+            batch.append((("PUBLISH", channel, b""), None, None))
+        self._notify = set()
+        self._in_flight.append(batch)
         self.pipelines_sent += 1
-        self.commands_sent += len(commands)
-        try:
-            # One deadline for the whole pipeline, not redis-py's per-reply socket timeout
-            # (a timer created and cancelled for every reply).
-            async with asyncio.timeout(PIPELINE_TIMEOUT):
-                await conn.send_packed_command(pack_commands(commands), check_health=False)
-                replies: list[Any] = []
-                for _ in commands:
-                    try:
-                        replies.append(
-                            await conn.read_response(disable_decoding=True, timeout=math.inf)
-                        )
-                    except ResponseError as exc:
-                        replies.append(exc)
-        except BaseException:
-            self._conn = None
-            await conn.disconnect(nowait=True)
-            await self.redis.connection_pool.release(conn)
-            raise
-        return replies
+        self.commands_sent += len(batch)
+        # StreamWriter.write is synchronous: bytes go to the socket now and the next tick's
+        # pipeline can follow before Redis has answered this one.
+        writer = conn._writer
+        if writer is None:  # disconnected under us; the reader fails what was in flight
+            self._drop_connection(conn, StorageError("Redis connection lost"))
+            return
+        writer.write(pack_commands([args for args, _, _ in batch]))
+        if self._reader is None:
+            self._reader = asyncio.get_running_loop().create_task(self._read_replies(conn))
 
-    async def _retry_noscript(self, batch: list[_Command], replies: list[Any]) -> list[Any]:
-        refused = [i for i, r in enumerate(replies[: len(batch)]) if isinstance(r, NoScriptError)]
-        if not refused:
-            return replies
+    async def _connect(self) -> None:
+        try:
+            conn = await self.redis.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        except (RedisError, OSError) as exc:
+            self._fail(self._take_queue(), StorageError(f"Redis is unavailable: {exc!r}"))
+        else:
+            self._conn = conn
+        finally:
+            self._connecting = None
+            self._schedule()
+
+    def _take_queue(self) -> list[_Command]:
+        batch, self._queue = self._queue, []
+        self._notify = set()
+        return batch
+
+    # -- receiving --------------------------------------------------------------------
+
+    async def _read_replies(self, conn: Connection) -> None:
+        """Resolve in-flight pipelines in order, as Redis answers them."""
+        try:
+            while self._in_flight:
+                batch = self._in_flight[0]
+                async with asyncio.timeout(PIPELINE_TIMEOUT):
+                    replies = [await self._read_one(conn) for _ in batch]
+                self._in_flight.popleft()
+                if self._queue or self._notify:
+                    self._schedule()
+                refused = [
+                    cmd
+                    for cmd, r in zip(batch, replies, strict=True)
+                    if isinstance(r, NoScriptError)
+                ]
+                if refused:
+                    await self._resend_after_script_load(refused)
+                for (_, fut, _), reply in zip(batch, replies, strict=True):
+                    if fut is None or fut.done() or isinstance(reply, NoScriptError):
+                        continue
+                    if isinstance(reply, Exception):
+                        fut.set_exception(StorageError(str(reply)))
+                    else:
+                        fut.set_result(reply)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._drop_connection(conn, StorageError(f"Redis is unavailable: {exc!r}"))
+        except BaseException:
+            self._drop_connection(conn, ServiceNotReady("the gateway is shutting down"))
+            raise
+        finally:
+            self._reader = None
+            if self._in_flight and self._conn is conn:
+                self._reader = asyncio.get_running_loop().create_task(self._read_replies(conn))
+            self._check_idle()
+
+    @staticmethod
+    async def _read_one(conn: Connection) -> Any:
+        try:
+            return await conn.read_response(disable_decoding=True, timeout=math.inf)
+        except ResponseError as exc:
+            return exc
+
+    async def _resend_after_script_load(self, refused: list[_Command]) -> None:
+        """Redis lost the scripts (restart, SCRIPT FLUSH): load them on another connection
+        and queue the refused calls first, so they still precede what was submitted later
+        on this gateway. Later pipelines already sent were refused too, if they held
+        scripts, and come back here in order."""
         log.info("Redis lost the gateway's Lua scripts; loading them again")
         await self.load_scripts()
-        again = await self._execute([batch[i][0] for i in refused])
-        for i, reply in zip(refused, again, strict=True):
-            replies[i] = reply
-        return replies
+        self._queue[:0] = refused
+        self._schedule()
+
+    def _drop_connection(self, conn: Connection, error: Exception) -> None:
+        if self._conn is conn:
+            self._conn = None
+        pending = [cmd for batch in self._in_flight for cmd in batch]
+        self._in_flight.clear()
+        self._fail(pending, error)
+        asyncio.get_running_loop().create_task(self._release(conn))
+
+    async def _release(self, conn: Connection) -> None:
+        try:
+            await conn.disconnect(nowait=True)
+        finally:
+            await self.redis.connection_pool.release(conn)
+
+    @staticmethod
+    def _fail(commands: list[_Command], error: Exception) -> None:
+        for _, fut, _ in commands:
+            if fut is not None and not fut.done():
+                fut.set_exception(error)
+
+    def _check_idle(self) -> None:
+        if (
+            not self._queue
+            and not self._notify
+            and not self._in_flight
+            and not self._scheduled
+            and self._connecting is None
+        ):
+            self._idle.set()
+
+    # -- lifecycle --------------------------------------------------------------------
 
     async def load_scripts(self) -> None:
         """``SCRIPT LOAD`` every script (start-up and the NOSCRIPT path)."""
@@ -214,7 +273,7 @@ class Storage:
 
     async def drain(self) -> None:
         """Wait until everything submitted so far has been answered."""
-        while not self._idle.is_set() or self._queue:
+        while not self._idle.is_set():
             await self._idle.wait()
             await asyncio.sleep(0)
 

@@ -160,3 +160,28 @@ async def test_lease_renewal_reports_lost_consumers(storage):
     await subscribe(storage, "g-1")
     lost = await storage.eval("renew_leases", [KEYS.consumers(SUB)], [LEASE, "g-1", "g-9"])
     assert lost == [b"g-9"]
+
+
+async def test_lane_fails_then_reconnects_after_connection_loss(storage):
+    assert await storage.call("PING") == b"PONG"
+    await storage.redis.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    outcomes = []
+    for _ in range(3):
+        try:
+            outcomes.append(await storage.call("PING"))
+        except StorageError:
+            outcomes.append("error")
+    # at most the first call sees the dead connection; the lane then reconnects by itself
+    assert outcomes[-1] == b"PONG"
+    assert outcomes.count("error") <= 1
+
+
+async def test_many_pipelines_in_flight_keep_order(storage):
+    key = "t:order"
+    calls = []
+    for i in range(2000):
+        calls.append(storage.call("RPUSH", key, i))
+        if i % 100 == 0:
+            await asyncio.sleep(0)  # let a pipeline go out mid-stream
+    assert [int(x) for x in await storage.call("LRANGE", key, 0, -1)] == list(range(2000))
+    assert await asyncio.gather(*calls) == list(range(1, 2001))
