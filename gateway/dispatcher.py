@@ -8,8 +8,9 @@ local consumer with permits it calls ``dispatch.lua``, which atomically hands th
 parked redeliveries first and then new entries past the group's cursor, never more messages
 than the permits allow. All consumers' calls go out in the same pipeline.
 
-With several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH``
-messages so a Shared subscription spreads its backlog, as Pulsar's
+A lone consumer is fed in chunks of ``DISPATCH_CHUNK`` messages, the request for the next
+chunk sent before the current one is encoded, so Redis and the gateway overlap. With
+several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH`` messages so a Shared subscription spreads its backlog, as Pulsar's
 ``dispatcherMaxRoundRobinBatchSize`` (20) does. Consumers on other gateways compete through
 the same Lua script, so the split is fair across the fleet too and no entry is handed out
 twice.
@@ -34,13 +35,16 @@ from gateway.scripts import STATUS_CONSUMER_GONE
 if TYPE_CHECKING:
     from gateway.subscription import Subscription
 
-__all__ = ["ROUND_ROBIN_BATCH", "Dispatcher", "parse_deliveries"]
+__all__ = ["DISPATCH_CHUNK", "ROUND_ROBIN_BATCH", "Dispatcher", "parse_deliveries"]
 
 log = logging.getLogger(__name__)
 
 #: Most messages one consumer gets per round when several have permits (Pulsar
 #: ``dispatcherMaxRoundRobinBatchSize``).
 ROUND_ROBIN_BATCH = 20
+#: Most messages one request asks for when a lone consumer is fed: small enough that
+#: Redis prepares the next chunk while the gateway encodes this one.
+DISPATCH_CHUNK = 250
 #: Fallback poll when no notification arrives, seconds: covers lost pub/sub messages.
 POLL_INTERVAL = 1.0
 
@@ -133,36 +137,63 @@ class Dispatcher:
             The number of messages delivered.
         """
         sub = self.subscription
-        keys = sub.topic.keys
         delivered = 0
         while True:
             ready = [c for c in sub.consumers if c.permits > 0 and not c.closed]
             if not ready:
                 return delivered
-            self._rotation = (self._rotation + 1) % len(ready)
-            ready = ready[self._rotation :] + ready[: self._rotation]
-            several = len(ready) > 1
-            calls = [
-                sub.storage.eval(
-                    "dispatch",
-                    [keys.stream, sub.consumers_key],
-                    [
-                        sub.name,
-                        c.uid,
-                        min(c.permits, ROUND_ROBIN_BATCH) if several else c.permits,
-                        f"{self._messages_per_entry:.3f}",
-                        sub.lease_ms,
-                        PARKED_CONSUMER,
-                    ],
-                )
-                for c in ready
-            ]
-            progress = 0
-            for consumer, reply in zip(ready, await asyncio.gather(*calls), strict=True):
-                progress += self._hand_over(consumer, reply)
+            if len(ready) == 1:
+                progress = await self._feed_one(ready[0])
+            else:
+                self._rotation = (self._rotation + 1) % len(ready)
+                ready = ready[self._rotation :] + ready[: self._rotation]
+                calls = [self._request(c, min(c.permits, ROUND_ROBIN_BATCH)) for c in ready]
+                progress = 0
+                for consumer, reply in zip(ready, await asyncio.gather(*calls), strict=True):
+                    progress += self._hand_over(consumer, reply)
             if not progress:
                 return delivered
             delivered += progress
+
+    async def _feed_one(self, consumer: Consumer) -> int:
+        """Feed a lone consumer in chunks, requesting the next chunk before encoding the
+        current one, so Redis and this gateway work at the same time. Each request knows
+        the permits left after the previous reply, so permits stay exact."""
+        storage = self.subscription.storage
+        delivered = 0
+        want = min(consumer.permits, DISPATCH_CHUNK)
+        fut: asyncio.Future[Any] | None = self._request(consumer, want)
+        storage.flush_now()
+        while fut is not None:
+            reply = await fut
+            fut = None
+            if reply[0] == STATUS_CONSUMER_GONE:
+                consumer.lost()
+                return delivered
+            deliveries = parse_deliveries(reply)
+            messages = sum(d.num_messages for d in deliveries)
+            left = consumer.permits - messages
+            if messages >= want and left > 0 and not consumer.closed:
+                want = min(left, DISPATCH_CHUNK)
+                fut = self._request(consumer, want)
+                storage.flush_now()
+            delivered += self._deliver(consumer, deliveries, messages)
+        return delivered
+
+    def _request(self, consumer: Consumer, permits: int) -> asyncio.Future[Any]:
+        sub = self.subscription
+        return sub.storage.eval(
+            "dispatch",
+            [sub.topic.keys.stream, sub.consumers_key],
+            [
+                sub.name,
+                consumer.uid,
+                permits,
+                f"{self._messages_per_entry:.3f}",
+                sub.lease_ms,
+                PARKED_CONSUMER,
+            ],
+        )
 
     def _hand_over(self, consumer: Consumer, reply: list[Any]) -> int:
         """Deliver one dispatch reply; returns the messages delivered."""
@@ -170,9 +201,11 @@ class Dispatcher:
             consumer.lost()
             return 0
         deliveries = parse_deliveries(reply)
+        return self._deliver(consumer, deliveries, sum(d.num_messages for d in deliveries))
+
+    def _deliver(self, consumer: Consumer, deliveries: list[Delivery], messages: int) -> int:
         if not deliveries:
             return 0
-        messages = sum(d.num_messages for d in deliveries)
         self._messages_per_entry = 0.8 * self._messages_per_entry + 0.2 * (
             messages / len(deliveries)
         )

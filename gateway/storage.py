@@ -130,6 +130,12 @@ class Storage:
             self._idle.clear()
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def flush_now(self) -> None:
+        """Send what is queued now rather than at the end of this loop tick: lets Redis
+        work on a request while the caller does CPU work on the previous reply."""
+        if self._scheduled:
+            self._flush()
+
     # -- sending ----------------------------------------------------------------------
 
     def _flush(self) -> None:
