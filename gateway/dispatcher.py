@@ -10,10 +10,11 @@ than the permits allow. All consumers' calls go out in the same pipeline.
 
 A lone consumer is fed in chunks of ``DISPATCH_CHUNK`` messages, the request for the next
 chunk sent before the current one is encoded, so Redis and the gateway overlap. With
-several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH`` messages so a Shared subscription spreads its backlog, as Pulsar's
-``dispatcherMaxRoundRobinBatchSize`` (20) does. Consumers on other gateways compete through
-the same Lua script, so the split is fair across the fleet too and no entry is handed out
-twice.
+several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH`` messages
+so a Shared subscription spreads its backlog, as Pulsar's
+``dispatcherMaxRoundRobinBatchSize`` (20) does. Consumers on other gateways compete
+through the same Lua script, so the split is fair across the fleet too and no entry is
+handed out twice.
 
 ``run_once`` is callable from tests; :meth:`Dispatcher.start` runs it in a loop.
 """
