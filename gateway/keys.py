@@ -20,20 +20,19 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 ``unsubscribe.lua``
 ``P:{T}:consumers:<sub>``               zset    consumer uid -> lease expiry (ms since
                                                 epoch); ``subscribe.lua`` adds, gateways
-                                                renew (``ZADD XX``), ``release_consumer.lua``
-                                                and ``reap_consumers.lua`` remove
+                                                renew (``renew_leases.lua``, ``dispatch.lua``),
+                                                ``release_consumer.lua``, ``reap_consumers.lua``
+                                                and ``unsubscribe.lua`` remove
 ``P:{T}:consumer-names:<sub>``          hash    consumer uid -> consumer name; same writers
 ``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
                                                 (``PUBLISH`` after appends and redeliveries)
 ``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
                                                 namespace; producer/subscribe first use
-``P:gateways``                          zset    gateway id -> lease expiry (ms); each gateway
-                                                renews its own member
 ======================================  ======  ============================================
 
-Stream entry fields (see :mod:`gateway.entry`): ``m`` the stored blob (magic, CRC32C,
+Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
 metadata, payload, exactly as the producer sent it), ``n`` the number of messages when the
-entry is a client batch (absent for a single message).
+entry is a client batch of more than one (absent otherwise).
 
 Within a consumer group, the pending-entries list is the subscription's unacked set. The
 reserved consumer name :data:`PARKED_CONSUMER` owns entries waiting for redelivery (nacked,
@@ -105,12 +104,3 @@ class KeySchema:
 
     def namespace_topics(self, namespace: str) -> str:
         return f"{self.prefix}:ns:{namespace}:topics"
-
-    @property
-    def gateways(self) -> str:
-        return f"{self.prefix}:gateways"
-
-    @property
-    def notify_pattern(self) -> str:
-        """A pattern matching every topic's notify channel (for ``PSUBSCRIBE``)."""
-        return f"{self.prefix}:{{*}}:notify"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -33,7 +34,9 @@ import pytest
 import redis
 
 from gateway.config import GatewayConfig
+from gateway.keys import KeySchema
 from gateway.main import Gateway
+from gateway.topic_name import parse_topic_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = float(os.environ.get("PGW_TEST_TIME_SCALE", "1"))
@@ -57,6 +60,18 @@ def wait_for(predicate: Callable[[], Any], timeout: float = TIMEOUT, interval: f
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout:.1f}s")
         time.sleep(interval)
+
+
+def stream_key(topic: str) -> str:
+    """The Redis stream of a topic (short or full name), from the one key-schema owner."""
+    return KeySchema().topic(parse_topic_name(topic)).stream
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to the test (Redis is flushed per test as well)."""
+    name = re.sub(r"[^A-Za-z0-9-]+", "-", request.node.name).strip("-")
+    return f"t-{name}"[:200]
 
 
 # -- Redis ---------------------------------------------------------------------------------

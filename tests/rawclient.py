@@ -15,21 +15,12 @@ from typing import Any
 from adapters.pulsar_binary import codec
 from proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, GatewayThread
+from tests.frames import command
 
 T = pb.BaseCommand.Type
 
 #: How long "nothing more should arrive" waits.
 QUIET = 0.3
-
-
-def command(type_: int, **fields: Any) -> pb.BaseCommand:
-    """A BaseCommand of ``type_`` whose sub-message (field number == type) gets ``fields``."""
-    cmd = pb.BaseCommand(type=type_)  # type: ignore[arg-type]
-    sub = getattr(cmd, cmd.DESCRIPTOR.fields_by_number[type_].name)
-    sub.SetInParent()
-    for name, value in fields.items():
-        setattr(sub, name, value)
-    return cmd
 
 
 def type_name(type_: int) -> str:

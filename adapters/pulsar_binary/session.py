@@ -331,10 +331,16 @@ class Session:
 
         self._spawn(run())
 
-    def _unsubscribe(self, cmd: c.Unsubscribe) -> None:
-        consumer = self.consumers.get(cmd.consumer_id)
+    def _requested_consumer(self, request_id: int, consumer_id: int) -> Consumer | None:
+        """The consumer a request names, or None after answering ConsumerNotFound."""
+        consumer = self.consumers.get(consumer_id)
         if consumer is None:
-            self.conn.send_error(cmd.request_id, pb.ConsumerNotFound, "Consumer not found")
+            self.conn.send_error(request_id, pb.ConsumerNotFound, "Consumer not found")
+        return consumer
+
+    def _unsubscribe(self, cmd: c.Unsubscribe) -> None:
+        consumer = self._requested_consumer(cmd.request_id, cmd.consumer_id)
+        if consumer is None:
             return
 
         async def run() -> None:
@@ -349,9 +355,8 @@ class Session:
         self._spawn(run())
 
     def _get_last_message_id(self, cmd: c.GetLastMessageId) -> None:
-        consumer = self.consumers.get(cmd.consumer_id)
+        consumer = self._requested_consumer(cmd.request_id, cmd.consumer_id)
         if consumer is None:
-            self.conn.send_error(cmd.request_id, pb.ConsumerNotFound, "Consumer not found")
             return
 
         async def run() -> None:

@@ -24,7 +24,8 @@ import pytest
 from adapters.pulsar_binary import codec
 from proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, GatewayThread
-from tests.rawclient import RawConnection, command, raw
+from tests.frames import command
+from tests.rawclient import RawConnection, raw
 
 T = pb.BaseCommand.Type
 

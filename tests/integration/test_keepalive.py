@@ -8,7 +8,8 @@ import pulsar
 
 from proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT
-from tests.rawclient import RawConnection, command
+from tests.frames import command
+from tests.rawclient import RawConnection
 
 T = pb.BaseCommand.Type
 

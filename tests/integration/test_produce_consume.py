@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import re
 import struct
 import threading
 import time
@@ -23,7 +22,7 @@ import pulsar
 import pytest
 
 from proto import PulsarApi_pb2 as pb
-from tests.conftest import TIMEOUT, wait_for
+from tests.conftest import TIMEOUT, stream_key, wait_for
 
 RECEIVE_MS = int(TIMEOUT * 1000)
 
@@ -39,19 +38,8 @@ COMPRESSIONS = [
 # -- helpers ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def topic(request: pytest.FixtureRequest) -> str:
-    """A topic name unique to the test (Redis is flushed per test as well)."""
-    name = re.sub(r"[^A-Za-z0-9-]+", "-", request.node.name).strip("-")
-    return f"pc-{name}"[:200]
-
-
 def full_name(topic: str) -> str:
     return f"persistent://public/default/{topic}"
-
-
-def stream_key(topic: str) -> str:
-    return f"pgw:{{{full_name(topic)}}}:stream"
 
 
 def id_tuple(msg_id: Any) -> tuple[int, int, int]:

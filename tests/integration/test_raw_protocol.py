@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import redis
 
-from gateway.keys import KeySchema
 from proto import PulsarApi_pb2 as pb
-from tests.rawclient import RawConnection, command
+from tests.conftest import stream_key
+from tests.frames import command
+from tests.rawclient import RawConnection
 
 T = pb.BaseCommand.Type
 TOPIC = "persistent://public/default/raw-protocol"
-STREAM = KeySchema().topic(TOPIC).stream
+STREAM = stream_key(TOPIC)
 
 
 def _consumer(conn: RawConnection, sub_type: int, permits: int = 100) -> None:

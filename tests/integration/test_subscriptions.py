@@ -8,7 +8,6 @@ consumer leaves, unsubscribe and the last-message-id query.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import threading
@@ -18,7 +17,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.conftest import TIMEOUT, wait_for
+from tests.conftest import TIMEOUT, stream_key, wait_for
 
 RECEIVE_MS = int(TIMEOUT * 1000)
 #: How long to let the gateway finish dispatching before checking that nothing more went out.
@@ -29,17 +28,6 @@ Exclusive = pulsar.ConsumerType.Exclusive
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def topic(request: pytest.FixtureRequest) -> str:
-    """A topic name unique to the test (Redis is flushed per test as well)."""
-    name = re.sub(r"[^A-Za-z0-9-]+", "-", request.node.name).strip("-")
-    return f"sub-{name}"[:200]
-
-
-def stream_key(topic: str) -> str:
-    return f"pgw:{{persistent://public/default/{topic}}}:stream"
 
 
 def pending_count(redis: Any, topic: str, sub: str) -> int:

@@ -32,6 +32,7 @@ from adapters.pulsar_binary.connection import (
     ServerConnection,
 )
 from proto import PulsarApi_pb2 as pb
+from tests.frames import command
 
 T = pb.BaseCommand.Type
 U64_MINUS_ONE = 2**64 - 1
@@ -65,16 +66,6 @@ CLIENT_ACCEPTS = frozenset(
 
 
 # -- building inbound frames ---------------------------------------------------------------
-
-
-def command(type_: int, **fields: Any) -> pb.BaseCommand:
-    """A BaseCommand of ``type_`` whose sub-message (field number == type) gets ``fields``."""
-    cmd = pb.BaseCommand(type=type_)  # type: ignore[arg-type]
-    sub = getattr(cmd, cmd.DESCRIPTOR.fields_by_number[type_].name)
-    sub.SetInParent()
-    for name, value in fields.items():
-        setattr(sub, name, value)
-    return cmd
 
 
 def frame(type_: int, **fields: Any) -> bytes:

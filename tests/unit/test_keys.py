@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 from urllib.parse import unquote
 
 import pytest
@@ -142,16 +141,6 @@ def test_key_spelling() -> None:
     schema = KeySchema()
     assert schema.prefix == "pgw"
     assert schema.namespace_topics("public/default") == "pgw:ns:public/default:topics"
-    assert schema.gateways == "pgw:gateways"
-
-
-@pytest.mark.parametrize("topic", ADVERSARIAL_TOPICS)
-def test_notify_pattern_matches_every_notify_channel(topic: str) -> None:
-    schema = KeySchema()
-    channel = schema.topic(topic).notify_channel
-    # Redis PSUBSCRIBE globbing: `*` matches anything; the pattern has no other specials.
-    assert fnmatch.fnmatchcase(channel, schema.notify_pattern)
-    assert not fnmatch.fnmatchcase(schema.topic(topic).stream, schema.notify_pattern)
 
 
 def test_subscription_keys_never_collide() -> None:
@@ -181,7 +170,7 @@ def test_keys_of_different_topics_never_collide() -> None:
 
 def test_topic_keys_differ_from_global_keys() -> None:
     schema = KeySchema()
-    global_keys = {schema.gateways, schema.namespace_topics("public/default")}
+    global_keys = {schema.namespace_topics("public/default")}
     for topic in ADVERSARIAL_TOPICS:
         assert not global_keys & set(topic_keys(schema.topic(topic), ADVERSARIAL_SUBS))
 
@@ -190,7 +179,7 @@ def test_prefixes_separate_deployments() -> None:
     a, b = KeySchema("a"), KeySchema("b")
     topic = "persistent://public/default/t"
     assert not set(topic_keys(a.topic(topic), ["s"])) & set(topic_keys(b.topic(topic), ["s"]))
-    assert a.gateways != b.gateways
+    assert a.namespace_topics("public/default") != b.namespace_topics("public/default")
 
 
 # -- properties ----------------------------------------------------------------------------
