@@ -84,6 +84,8 @@ class Storage:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._queue: list[_Command] = []
+        #: calls refused with NOSCRIPT, in the order they were first sent; sent before _queue
+        self._retry: list[_Command] = []
         self._notify: set[str] = set()
         self._in_flight: deque[list[_Command]] = deque()
         self._conn: Connection | None = None
@@ -141,7 +143,7 @@ class Storage:
     def _flush(self) -> None:
         """Write everything queued as one pipeline, without waiting for earlier replies."""
         self._scheduled = False
-        if not self._queue and not self._notify:
+        if not self._queue and not self._notify and not self._retry:
             self._check_idle()
             return
         conn = self._conn
@@ -151,7 +153,7 @@ class Storage:
             return
         if len(self._in_flight) >= MAX_PIPELINES_IN_FLIGHT:
             return  # the reader schedules a flush as replies come back
-        batch, self._queue = self._queue, []
+        batch, self._retry, self._queue = self._retry + self._queue, [], []
         for channel in self._notify:
             batch.append((("PUBLISH", channel, b""), None, None))
         self._notify = set()
@@ -180,7 +182,7 @@ class Storage:
             self._schedule()
 
     def _take_queue(self) -> list[_Command]:
-        batch, self._queue = self._queue, []
+        batch, self._retry, self._queue = self._retry + self._queue, [], []
         self._notify = set()
         return batch
 
@@ -194,7 +196,7 @@ class Storage:
                 async with asyncio.timeout(PIPELINE_TIMEOUT):
                     replies = [await self._read_one(conn) for _ in batch]
                 self._in_flight.popleft()
-                if self._queue or self._notify:
+                if self._queue or self._notify or self._retry:
                     self._schedule()
                 refused = [
                     cmd
@@ -230,12 +232,12 @@ class Storage:
 
     async def _resend_after_script_load(self, refused: list[_Command]) -> None:
         """Redis lost the scripts (restart, SCRIPT FLUSH): load them on another connection
-        and queue the refused calls first, so they still precede what was submitted later
-        on this gateway. Later pipelines already sent were refused too, if they held
-        scripts, and come back here in order."""
+        and send the refused calls again ahead of anything not yet sent. Script calls in
+        later pipelines already sent were refused too and join the retry list after these,
+        so retries keep their original order."""
         log.info("Redis lost the gateway's Lua scripts; loading them again")
         await self.load_scripts()
-        self._queue[:0] = refused
+        self._retry.extend(refused)
         self._schedule()
 
     def _drop_connection(self, conn: Connection, error: Exception) -> None:
@@ -261,6 +263,7 @@ class Storage:
     def _check_idle(self) -> None:
         if (
             not self._queue
+            and not self._retry
             and not self._notify
             and not self._in_flight
             and not self._scheduled

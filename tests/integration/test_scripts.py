@@ -185,3 +185,16 @@ async def test_many_pipelines_in_flight_keep_order(storage):
             await asyncio.sleep(0)  # let a pipeline go out mid-stream
     assert [int(x) for x in await storage.call("LRANGE", key, 0, -1)] == list(range(2000))
     assert await asyncio.gather(*calls) == list(range(1, 2001))
+
+
+async def test_script_flush_mid_stream_keeps_call_order(storage):
+    """Script calls refused with NOSCRIPT across several in-flight pipelines are retried in
+    their original order: on an Exclusive subscription the first call must win."""
+    await storage.redis.script_flush()
+    calls = []
+    for i in range(30):
+        calls.append(subscribe(storage, f"g-{i:02d}", sub_type=0))
+        if i % 5 == 0:
+            await asyncio.sleep(0)  # several pipelines in flight before the first reply
+    replies = await asyncio.gather(*calls)
+    assert [r[0] for r in replies] == [STATUS_OK] + [STATUS_CONSUMER_BUSY] * 29
