@@ -94,3 +94,22 @@ def test_cumulative_ack_of_entry_before(gateway, client, redis_clean: redis.Redi
         # the last entry (and anything else in its millisecond at entry >= 0) stays pending
         assert f"{last.ledgerId}-{last.entryId}".encode() in pending
         assert all(int(p.split(b"-")[0]) >= last.ledgerId for p in pending)
+
+
+def test_lookup_answers_the_advertised_address(gateway_factory):
+    """LOOKUP says Connect to this gateway's advertised address (--advertised-address), so
+    a client that uses that address as its service URL keeps one socket."""
+    gw = gateway_factory(advertised_address="gateway.example")
+    with RawConnection(gw) as conn:
+        conn.handshake()
+        r = conn.request(T.LOOKUP, T.LOOKUP_RESPONSE, topic=TOPIC).lookupTopicResponse
+        assert r.response == pb.CommandLookupTopicResponse.Connect
+        assert r.brokerServiceUrl == f"pulsar://gateway.example:{gw.gateway.port}"
+        assert r.authoritative and not r.proxy_through_service_url
+        pm = conn.request(
+            T.PARTITIONED_METADATA, T.PARTITIONED_METADATA_RESPONSE, topic=TOPIC
+        ).partitionMetadataResponse
+        assert (pm.response, pm.partitions) == (
+            pb.CommandPartitionedTopicMetadataResponse.Success,
+            0,
+        )
