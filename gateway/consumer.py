@@ -116,17 +116,15 @@ class Consumer:
         if self.permits > 0 and not self.closed:
             self.subscription.dispatcher.wake()
 
-    def deliver(self, deliveries: list[Delivery]) -> None:
-        """Take permits for and hand ``deliveries`` to the sink (called by the dispatcher)."""
-        count = 0
-        for d in deliveries:
-            count += d.num_messages
+    def deliver(self, deliveries: list[Delivery], messages: int) -> None:
+        """Take ``messages`` permits and hand ``deliveries`` (holding that many messages) to
+        the sink; called by the dispatcher, which has counted them already."""
         if not self.reports_redelivery_count:
             for d in deliveries:
                 d.redelivery_count = 0
-        self.permits -= count
-        self.messages_delivered += count
-        self._metrics.out_messages += count
+        self.permits -= messages
+        self.messages_delivered += messages
+        self._metrics.out_messages += messages
         self.sink.deliver(self, deliveries)
 
     # -- acknowledgement -------------------------------------------------------------

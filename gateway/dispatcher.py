@@ -214,5 +214,5 @@ class Dispatcher:
             # Closed while the call was in flight: the release script, queued after this
             # dispatch, has parked these entries again.
             return 0
-        consumer.deliver(deliveries)
+        consumer.deliver(deliveries, messages)
         return messages
