@@ -187,10 +187,6 @@ class Broker:
         for sub in self._channel_subs.get(channel, ()):
             sub.dispatcher.wake()
 
-    @property
-    def subscriptions(self) -> list[Subscription]:
-        return list(self._subscriptions.values())
-
     # -- leases --------------------------------------------------------------------------
 
     async def _renew_leases(self) -> None:

@@ -56,10 +56,6 @@ class Delivery:
     num_messages: int
     redelivery_count: int
 
-    @property
-    def message_id(self) -> MessageId:
-        return MessageId.from_stream_id(self.stream_id)
-
 
 @dataclass(frozen=True, slots=True)
 class LastMessageId:
@@ -96,7 +92,6 @@ class Consumer:
         self.sink = sink
         self.permits = 0
         self.closed = False
-        self.messages_delivered = 0
         self._storage = subscription.storage
         self._stream = subscription.topic.keys.stream
         self._metrics = subscription.broker.metrics
@@ -123,7 +118,6 @@ class Consumer:
             for d in deliveries:
                 d.redelivery_count = 0
         self.permits -= messages
-        self.messages_delivered += messages
         self._metrics.out_messages += messages
         self.sink.deliver(self, deliveries)
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
-    "EARLIEST",
-    "LATEST",
     "MessageId",
     "signed64",
     "stream_id",
@@ -69,7 +67,3 @@ class MessageId:
     def __str__(self) -> str:
         # Same form as the Python client's str(MessageId).
         return f"({self.ledger_id},{self.entry_id},{self.partition},{self.batch_index})"
-
-
-EARLIEST = MessageId(-1, -1)
-LATEST = MessageId(_I63, _I63)

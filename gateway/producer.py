@@ -36,7 +36,6 @@ class Producer:
         self._metrics = metrics
         self._stream = topic.keys.stream
         self.closed = False
-        self.messages_published = 0
 
     @staticmethod
     def generate_name(cluster: str, gateway_id: str) -> str:
@@ -57,7 +56,6 @@ class Producer:
         else:
             fut = self._storage.call("XADD", self._stream, "*", ENTRY_BLOB, blob)
         self._storage.notify(self.topic.keys.notify_channel)
-        self.messages_published += num_messages
         self._metrics.in_messages += num_messages
         self._metrics.in_bytes += len(blob)
         return fut
