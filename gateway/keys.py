@@ -28,6 +28,13 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 (``PUBLISH`` after appends and redeliveries)
 ``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
                                                 namespace; producer/subscribe first use
+``P:policies:ns:<tenant/ns>``           hash    namespace policy name -> JSON value;
+                                                :mod:`gateway.policies` (admin API)
+``P:policies:topic:<topic>``            hash    topic policy name -> JSON value (the
+                                                partitioned topic's name for partitions);
+                                                :mod:`gateway.policies`
+``P:policies:changed``                  pubsub  channel: "some policy changed" (cache
+                                                invalidation); :mod:`gateway.policies`
 ======================================  ======  ============================================
 
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
@@ -104,3 +111,13 @@ class KeySchema:
 
     def namespace_topics(self, namespace: str) -> str:
         return f"{self.prefix}:ns:{namespace}:topics"
+
+    def namespace_policies(self, namespace: str) -> str:
+        return f"{self.prefix}:policies:ns:{namespace}"
+
+    def topic_policies(self, topic: TopicName | str) -> str:
+        return f"{self.prefix}:policies:topic:{topic}"
+
+    @property
+    def policies_channel(self) -> str:
+        return f"{self.prefix}:policies:changed"
