@@ -26,6 +26,7 @@ from gateway.consumer import (
     SubscriptionType,
 )
 from gateway.errors import GatewayError
+from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
 from gateway.metrics import GatewayMetrics
@@ -143,12 +144,15 @@ class Broker:
         initial_position: InitialPosition = InitialPosition.LATEST,
         durable: bool = True,
         start_message_id: MessageId | None = None,
+        priority_level: int = 0,
+        key_shared: KeySharedPolicy | None = None,
     ) -> Consumer:
         """Attach a consumer to a subscription, creating topic and subscription on first use.
 
         Raises:
             InvalidTopicName: bad topic name.
             ConsumerBusy: the Exclusive rule or a subscription type clash.
+            ConsumerAssignError: Key_Shared STICKY ranges refused.
             StorageError: Redis failed.
         """
         topic = self.topic(name)
@@ -166,7 +170,14 @@ class Broker:
         uid = f"{self.gateway_id}-{next(self._uids)}"
         position = start_position(initial_position, None if durable else start_message_id)
         try:
-            return await sub.attach(uid, consumer_name, sink, position)
+            return await sub.attach(
+                uid,
+                consumer_name,
+                sink,
+                position,
+                priority_level=priority_level,
+                key_shared=key_shared,
+            )
         except BaseException:
             if not sub.consumers:
                 self.drop_subscription(sub)

@@ -10,6 +10,7 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── InvalidTopicName              bad topic name            -> InvalidTopicName
     ├── NotAllowed                    refused by policy/state   -> NotAllowedError
     ├── ConsumerBusy                  exclusive rule, type clash -> ConsumerBusy
+    ├── ConsumerAssignError           Key_Shared ranges refused -> ConsumerAssignError
     ├── ProducerBusy                  producer name in use      -> ProducerBusy
     ├── ConsumerNotFound              unknown consumer id       -> ConsumerNotFound
     ├── ProducerNotFound              unknown producer id       -> NotAllowedError
@@ -26,6 +27,7 @@ errors: a retriable error may succeed if the same request is sent again later.
 from __future__ import annotations
 
 __all__ = [
+    "ConsumerAssignError",
     "ConsumerBusy",
     "ConsumerNotFound",
     "GatewayError",
@@ -57,6 +59,10 @@ class NotAllowed(GatewayError):
 
 class ConsumerBusy(GatewayError):
     """An Exclusive subscription already has a consumer, or the type differs."""
+
+
+class ConsumerAssignError(GatewayError):
+    """Key_Shared STICKY hash ranges are invalid or overlap another consumer's."""
 
 
 class ProducerBusy(GatewayError):

@@ -23,7 +23,20 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 renew (``renew_leases.lua``, ``dispatch.lua``),
                                                 ``release_consumer.lua``, ``reap_consumers.lua``
                                                 and ``unsubscribe.lua`` remove
-``P:{T}:consumer-names:<sub>``          hash    consumer uid -> consumer name; same writers
+``P:{T}:consumer-info:<sub>``           hash    consumer uid -> "<priority level> <join seq>
+                                                <consumer name>" (Failover picks the active
+                                                consumer from it); same writers
+``P:{T}:ks-ranges:<sub>``               hash    Key_Shared: consumer uid -> its hash ranges
+                                                "start-end,..." (inclusive, 0..65535); field
+                                                ``~mode`` = 0 AUTO_SPLIT / 1 STICKY;
+                                                ``subscribe.lua`` and every consumer release
+``P:{T}:ks-joined:<sub>``               hash    Key_Shared: uid of a recently joined consumer
+                                                -> the cursor when it joined (ordering guard);
+                                                ``subscribe.lua``, dispatch clears it
+``P:{T}:acksets:<sub>``                 hash    stream id of a partly acknowledged batch ->
+                                                its unacked indexes as "0"/"1" chars ("1" =
+                                                not acked); ``ack_batch_index.lua``, cleared
+                                                by acks, cumulative acks, seek
 ``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
                                                 (``PUBLISH`` after appends and redeliveries)
 ``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
@@ -39,11 +52,14 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
 metadata, payload, exactly as the producer sent it), ``n`` the number of messages when the
-entry is a client batch of more than one (absent otherwise).
+entry is a client batch of more than one (absent otherwise), ``h`` the Key_Shared sticky-key
+hash (0..65535) when the entry has a key.
 
 Within a consumer group, the pending-entries list is the subscription's unacked set. The
 reserved consumer name :data:`PARKED_CONSUMER` owns entries waiting for redelivery (nacked,
-or held by a consumer that left); dispatch hands them out first, in id order.
+or held by a consumer that left); dispatch hands them out first, in id order. On Key_Shared
+subscriptions, reserved consumers ``~w:<uid>`` hold entries read for consumer ``<uid>`` but
+not yet sent to it, and ``~w:~none`` entries whose hash no consumer covers (STICKY gaps).
 """
 
 from __future__ import annotations
@@ -96,8 +112,31 @@ class TopicKeys:
     def consumers(self, subscription: str) -> str:
         return f"{self._base}:consumers:{subscription}"
 
-    def consumer_names(self, subscription: str) -> str:
-        return f"{self._base}:consumer-names:{subscription}"
+    def consumer_info(self, subscription: str) -> str:
+        return f"{self._base}:consumer-info:{subscription}"
+
+    def key_shared_ranges(self, subscription: str) -> str:
+        return f"{self._base}:ks-ranges:{subscription}"
+
+    def key_shared_joined(self, subscription: str) -> str:
+        return f"{self._base}:ks-joined:{subscription}"
+
+    def ack_sets(self, subscription: str) -> str:
+        return f"{self._base}:acksets:{subscription}"
+
+    def subscription_keys(self, subscription: str) -> list[str]:
+        """The keys every subscription script takes, in the order of ``lua/lib.lua``'s
+        ``sub_keys()``: stream, subscriptions, consumers, consumer info, Key_Shared ranges,
+        Key_Shared join positions, ack sets."""
+        return [
+            self.stream,
+            self.subscriptions,
+            self.consumers(subscription),
+            self.consumer_info(subscription),
+            self.key_shared_ranges(subscription),
+            self.key_shared_joined(subscription),
+            self.ack_sets(subscription),
+        ]
 
 
 @dataclass(frozen=True, slots=True)

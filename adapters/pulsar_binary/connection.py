@@ -309,11 +309,12 @@ class ServerConnection:
         partition: int,
         redelivery_count: int,
         blob: bytes,
+        ack_set: Sequence[int] = (),
     ) -> None:
         """A MESSAGE frame carrying a stored entry, forwarded without re-encoding."""
         self._out.append(
             codec.encode_message(
-                consumer_id, ledger_id, entry_id, partition, redelivery_count, blob
+                consumer_id, ledger_id, entry_id, partition, redelivery_count, blob, ack_set
             )
         )
 
@@ -334,6 +335,12 @@ class ServerConnection:
         cmd = pb.BaseCommand(type=T.CLOSE_PRODUCER)
         cmd.close_producer.producer_id = producer_id
         cmd.close_producer.request_id = 0  # required on the wire, ignored by the client
+        self._command(cmd)
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        cmd = pb.BaseCommand(type=T.ACTIVE_CONSUMER_CHANGE)
+        cmd.active_consumer_change.consumer_id = consumer_id
+        cmd.active_consumer_change.is_active = is_active
         self._command(cmd)
 
     def send_close_consumer(self, consumer_id: int) -> None:
