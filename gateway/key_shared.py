@@ -42,10 +42,13 @@ class KeySharedMode(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class KeySharedPolicy:
-    """A Key_Shared consumer's request: its mode and, for STICKY, its inclusive ranges."""
+    """A Key_Shared consumer's request: its mode, for STICKY its inclusive ranges, and
+    whether it accepts out-of-order delivery (``allowOutOfOrderDelivery``: no waiting for
+    earlier messages of keys it takes over to be acked)."""
 
     mode: KeySharedMode = KeySharedMode.AUTO_SPLIT
     ranges: tuple[tuple[int, int], ...] = ()
+    allow_out_of_order: bool = False
 
     def ranges_text(self) -> str:
         """The ranges as the Lua scripts store them: ``"start-end,start-end"``.

@@ -90,6 +90,7 @@ class Subscription:
                 self.topic.partition,
                 int(policy.mode) if is_key_shared else "",
                 policy.ranges_text() if is_key_shared else "",
+                int(policy.allow_out_of_order),
             ],
         )
         raise_for_status(code, message)

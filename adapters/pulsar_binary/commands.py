@@ -111,6 +111,7 @@ class Subscribe:
     #: ``keySharedMeta`` (Key_Shared only): mode and STICKY hash ranges, inclusive
     key_shared_mode: int = 0
     hash_ranges: tuple[tuple[int, int], ...] = ()
+    allow_out_of_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +265,7 @@ def _subscribe(c: pb.BaseCommand, _: Frame) -> Command:
         x.read_compacted,
         x.keySharedMeta.keySharedMode,
         tuple((r.start, r.end) for r in x.keySharedMeta.hashRanges),
+        x.keySharedMeta.allowOutOfOrderDelivery,
     )
 
 

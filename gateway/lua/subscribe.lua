@@ -11,6 +11,7 @@ ARGV[7] parked consumer name
 ARGV[8] priority level    ARGV[9] partition index (-1 for a non-partitioned topic)
 ARGV[10] Key_Shared mode: '0' AUTO_SPLIT, '1' STICKY ('' for other types)
 ARGV[11] STICKY hash ranges "start-end,..." ('' otherwise)
+ARGV[12] Key_Shared allowOutOfOrderDelivery: '1' skips the recently-joined ordering guard
 
 Returns {code, message, handed_back, active}
   code 0 OK; 1 ConsumerBusy (Exclusive already has a live consumer, or the subscription has
@@ -57,15 +58,15 @@ if sub_type == '3' then
   else
     ks_add_auto(k, uid)
   end
-  if live > 0 then
+  if live > 0 and ARGV[12] ~= '1' then
     -- Keys that move to the newcomer may have unacked messages at other consumers: it gets
     -- nothing read after this point until everything read before it is acked (Pulsar's
     -- "recently joined consumers" rule), and entries waiting for others are re-routed.
     if tonumber(redis.call('XPENDING', k.stream, group)[1]) > 0 then
       redis.call('HSET', k.joined, uid, last_delivered(k.stream, group))
     end
-    ks_reroute_waiting(k, group, parked)
   end
+  if live > 0 then ks_reroute_waiting(k, group, parked) end
 end
 
 local before = nil

@@ -47,7 +47,7 @@ async def subscribe(
         "subscribe",
         SUB_KEYS,
         [SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER, priority]
-        + [partition, ks_mode, ranges],
+        + [partition, ks_mode, ranges, 0],
     )
 
 
@@ -158,9 +158,7 @@ async def test_cumulative_ack_moves_the_cursor(storage):
     await subscribe(storage, "g-1", sub_type=0)
     ids = await append(storage, 6)
     await dispatch(storage, "g-1", 2)
-    acked = await storage.eval(
-        "cumulative_ack", [KEYS.stream, KEYS.ack_sets(SUB)], [SUB, ids[3]]
-    )
+    acked = await storage.eval("cumulative_ack", [KEYS.stream, KEYS.ack_sets(SUB)], [SUB, ids[3]])
     assert acked == 2
     got = parse_deliveries(await dispatch(storage, "g-1", 10))
     assert [d.stream_id for d in got] == ids[4:]
