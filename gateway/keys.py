@@ -24,8 +24,9 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 ``release_consumer.lua``, ``reap_consumers.lua``
                                                 and ``unsubscribe.lua`` remove
 ``P:{T}:consumer-info:<sub>``           hash    consumer uid -> "<priority level> <join seq>
-                                                <consumer name>" (Failover picks the active
-                                                consumer from it); same writers
+                                                <durable 1|0> <consumer name>" (Failover
+                                                picks the active consumer from it); same
+                                                writers
 ``P:{T}:ks-ranges:<sub>``               hash    Key_Shared: consumer uid -> its hash ranges
                                                 "start-end,..." (inclusive, 0..65535); field
                                                 ``~mode`` = 0 AUTO_SPLIT / 1 STICKY;

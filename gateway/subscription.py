@@ -91,6 +91,7 @@ class Subscription:
                 int(policy.mode) if is_key_shared else "",
                 policy.ranges_text() if is_key_shared else "",
                 int(policy.allow_out_of_order),
+                int(self.durable),
             ],
         )
         raise_for_status(code, message)

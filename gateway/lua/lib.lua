@@ -169,11 +169,11 @@ local function unread(k, group, entries, i)
 end
 
 -- ---------------------------------------------------------------------------------------
--- Consumer info: "<priority level> <join seq> <name>"
+-- Consumer info: "<priority level> <join seq> <durable 1|0> <name>"
 
 local function parse_info(value)
-  local priority, seq, name = string.match(value or '', '^(%-?%d+) (%d+) (.*)$')
-  return tonumber(priority or 0), tonumber(seq or 0), name or ''
+  local priority, seq, durable, name = string.match(value or '', '^(%-?%d+) (%d+) (%d) (.*)$')
+  return tonumber(priority or 0), tonumber(seq or 0), name or '', durable ~= '0'
 end
 
 -- Failover: the active consumer among live ones (Pulsar
@@ -343,9 +343,17 @@ end
 -- Consumer membership
 
 -- Detach consumer `uid`: its unacked entries (and, on Key_Shared, those read for it but
--- not sent) go back to the subscription (parked), then it is forgotten. Returns how many
--- entries were handed back.
+-- not sent) go back to the subscription (parked), then it is forgotten. A non-durable
+-- subscription (a reader's) goes with its last consumer, also when that consumer's gateway
+-- died. Returns how many entries were handed back.
 local function release_consumer(k, group, uid, parked)
+  local _, _, _, durable = parse_info(redis.call('HGET', k.info, uid))
+  if not durable and redis.call('ZCARD', k.consumers) <= 1 then
+    if group_exists(k.stream, group) then redis.call('XGROUP', 'DESTROY', k.stream, group) end
+    redis.call('HDEL', k.subs, group)
+    redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets)
+    return 0
+  end
   local moved = 0
   if group_exists(k.stream, group) then
     moved = park_all(k.stream, group, uid, parked)

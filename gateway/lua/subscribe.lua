@@ -12,6 +12,7 @@ ARGV[8] priority level    ARGV[9] partition index (-1 for a non-partitioned topi
 ARGV[10] Key_Shared mode: '0' AUTO_SPLIT, '1' STICKY ('' for other types)
 ARGV[11] STICKY hash ranges "start-end,..." ('' otherwise)
 ARGV[12] Key_Shared allowOutOfOrderDelivery: '1' skips the recently-joined ordering guard
+ARGV[13] '1' durable, '0' non-durable (a reader's: deleted with its last consumer)
 
 Returns {code, message, handed_back, active}
   code 0 OK; 1 ConsumerBusy (Exclusive already has a live consumer, or the subscription has
@@ -74,7 +75,7 @@ if sub_type == '2' then before = failover_active(k, partition, now) end
 
 redis.call('HSET', k.subs, group, sub_type)
 redis.call('ZADD', k.consumers, now + tonumber(ARGV[6]), uid)
-redis.call('HSET', k.info, uid, ARGV[8] .. ' ' .. now_us() .. ' ' .. ARGV[5])
+redis.call('HSET', k.info, uid, ARGV[8] .. ' ' .. now_us() .. ' ' .. ARGV[13] .. ' ' .. ARGV[5])
 
 local active = ''
 if sub_type == '2' then

@@ -47,7 +47,7 @@ async def subscribe(
         "subscribe",
         SUB_KEYS,
         [SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER, priority]
-        + [partition, ks_mode, ranges, 0],
+        + [partition, ks_mode, ranges, 0, 1],
     )
 
 
