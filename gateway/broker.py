@@ -29,6 +29,7 @@ from gateway.errors import GatewayError
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
 from gateway.metrics import GatewayMetrics
+from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer
 from gateway.storage import Notifier, Storage
@@ -77,6 +78,7 @@ class Broker:
         self.schema = KeySchema(config.key_prefix)
         self.metrics = GatewayMetrics()
         self.policies = Policies(self.storage, self.notifier, self.schema)
+        self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
         self._topics: dict[str, Topic] = {}
         self._subscriptions: dict[tuple[str, str], Subscription] = {}
         self._channel_subs: dict[str, set[Subscription]] = {}
@@ -119,9 +121,9 @@ class Broker:
         return topic
 
     async def partitioned_metadata(self, name: TopicName | str) -> int:
-        """Number of partitions of a topic; 0 for a non-partitioned one."""
-        self.topic(name)  # validates the name
-        return 0
+        """Number of partitions of a topic; 0 for a non-partitioned one or a partition."""
+        topic = self.topic(name)  # validates the name
+        return await self.partitioned_topics.partitions(topic.name)
 
     async def create_producer(self, name: TopicName | str, producer_name: str | None) -> Producer:
         topic = self.topic(name)

@@ -5,7 +5,9 @@ Lua script's ``KEYS`` stay in one slot. The tag is the full topic name with ``%`
 ``}`` percent-escaped: any legal topic name (which may contain ``{``, ``}``, ``:`` or ``/``)
 gives a tag that Redis reads whole, and the tag stays human-readable in ``redis-cli``.
 Variable parts (subscription names) always come last, so two different names never spell
-the same key.
+the same key. Namespace-wide keys carry the namespace as their tag (``{tenant/ns}``: a
+namespace name has no braces), so a script can change a namespace's topic list and its
+partitioned-topic metadata together.
 
 ======================================  ======  ============================================
 key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
@@ -26,8 +28,19 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 ``P:{T}:consumer-names:<sub>``          hash    consumer uid -> consumer name; same writers
 ``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
                                                 (``PUBLISH`` after appends and redeliveries)
-``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
-                                                namespace; producer/subscribe first use
+``P:{T}:np``                            pubsub  channel, not a key: a non-persistent
+                                                topic's messages (entry blob + batch size);
+                                                :mod:`gateway.non_persistent`
+``P:{T}:np-consumers:<sub>``            zset    non-persistent Shared subscription: consumer
+                                                uid -> lease expiry (ms, Redis clock);
+                                                :mod:`gateway.non_persistent`
+``P:ns:{<tenant/ns>}:topics``           set     full names of the namespace's topics and
+                                                partitions (GET_TOPICS_OF_NAMESPACE, admin
+                                                getList); every producer/subscribe, admin
+                                                create; admin delete removes
+``P:ns:{<tenant/ns>}:partitioned``      hash    full partitioned topic name -> partition
+                                                count; admin API
+                                                (:mod:`gateway.partitioned_topics`)
 ``P:policies:ns:<tenant/ns>``           hash    namespace policy name -> JSON value;
                                                 :mod:`gateway.policies` (admin API)
 ``P:policies:topic:<topic>``            hash    topic policy name -> JSON value (the
@@ -99,6 +112,21 @@ class TopicKeys:
     def consumer_names(self, subscription: str) -> str:
         return f"{self._base}:consumer-names:{subscription}"
 
+    @property
+    def non_persistent_channel(self) -> str:
+        return f"{self._base}:np"
+
+    def non_persistent_consumers(self, subscription: str) -> str:
+        return f"{self._base}:np-consumers:{subscription}"
+
+    def subscription_keys(self, subscription: str) -> list[str]:
+        """Every key of one subscription (deleted with it when the topic is deleted)."""
+        return [
+            self.consumers(subscription),
+            self.consumer_names(subscription),
+            self.non_persistent_consumers(subscription),
+        ]
+
 
 @dataclass(frozen=True, slots=True)
 class KeySchema:
@@ -110,7 +138,10 @@ class KeySchema:
         return TopicKeys(self.prefix, str(topic))
 
     def namespace_topics(self, namespace: str) -> str:
-        return f"{self.prefix}:ns:{namespace}:topics"
+        return f"{self.prefix}:ns:{{{namespace}}}:topics"
+
+    def namespace_partitioned(self, namespace: str) -> str:
+        return f"{self.prefix}:ns:{{{namespace}}}:partitioned"
 
     def namespace_policies(self, namespace: str) -> str:
         return f"{self.prefix}:policies:ns:{namespace}"
