@@ -29,6 +29,7 @@ from gateway.errors import GatewayError
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
 from gateway.metrics import GatewayMetrics
+from gateway.non_persistent import NonPersistentTopics
 from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer
@@ -84,6 +85,7 @@ class Broker:
         self._channel_subs: dict[str, set[Subscription]] = {}
         self._uids = itertools.count()
         self._lease_task: asyncio.Task[None] | None = None
+        self.non_persistent = NonPersistentTopics(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -102,6 +104,7 @@ class Broker:
             for consumer in list(sub.consumers):
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
+        await self.non_persistent.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -130,6 +133,8 @@ class Broker:
         await topic.register()
         if not producer_name:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
+        if not topic.name.persistent:
+            return self.non_persistent.producer(topic, producer_name)
         return Producer(topic, producer_name, self.storage, self.metrics)
 
     # -- subscriptions -------------------------------------------------------------------
@@ -155,6 +160,11 @@ class Broker:
         """
         topic = self.topic(name)
         await topic.register()
+        if not topic.name.persistent:
+            uid = f"{self.gateway_id}-{next(self._uids)}"
+            return await self.non_persistent.subscribe(
+                topic, subscription, sub_type, consumer_name, sink, uid
+            )
         key = (topic.full_name, subscription)
         sub = self._subscriptions.get(key)
         if sub is None:
