@@ -19,7 +19,9 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 ``P:{T}:subs``                          hash    subscription name -> subscription type
                                                 (0 Exclusive, 1 Shared, 2 Failover,
                                                 3 Key_Shared); ``subscribe.lua``,
-                                                ``unsubscribe.lua``
+                                                ``unsubscribe.lua``; non-persistent
+                                                subscriptions while they have consumers
+                                                (``np_subscribe.lua``, ``np_release.lua``)
 ``P:{T}:consumers:<sub>``               zset    consumer uid -> lease expiry (ms since
                                                 epoch); ``subscribe.lua`` adds, gateways
                                                 renew (``renew_leases.lua``, ``dispatch.lua``),

@@ -9,7 +9,8 @@ message that finds no permits is dropped and counted (Pulsar's ``msgDropRate``).
 
 Who gets a message, fleet-wide. Each subscription has a registry of live consumers in Redis
 (``P:{T}:np-consumers:<sub>``, members ``<type>|<consumer name>|<uid>`` scored by lease
-expiry), which enforces the Exclusive rule and the one-type rule on subscribe
+expiry; the subscription is listed in the topic's ``subs`` hash while it has consumers, so
+an admin delete finds it), which enforces the Exclusive rule and the one-type rule on subscribe
 (``np_subscribe.lua``). Every gateway re-reads the registry every second while renewing its
 own leases (``np_refresh.lua``) and, from that list, every gateway computes the same target:
 
@@ -230,7 +231,9 @@ class NonPersistentTopics:
             sub = _Subscription(topic, subscription, sub_type, registry)
         consumer = NonPersistentConsumer(self, sub, uid, consumer_name, sink)
         code, message = await self.storage.eval(
-            "np_subscribe", [sub.registry], [consumer.member, int(sub_type), self._lease_ms]
+            "np_subscribe",
+            [sub.registry, topic.keys.subscriptions],
+            [consumer.member, int(sub_type), self._lease_ms, subscription],
         )
         raise_for_status(code, message)
         if key not in self._subs:
@@ -249,7 +252,12 @@ class NonPersistentTopics:
             return
         consumer.closed = True
         self.forget(consumer)
-        await self.storage.call("ZREM", consumer.np_subscription.registry, consumer.member)
+        sub = consumer.np_subscription
+        await self.storage.eval(
+            "np_release",
+            [sub.registry, sub.topic.keys.subscriptions],
+            [consumer.member, sub.name],
+        )
 
     def forget(self, consumer: NonPersistentConsumer) -> None:
         sub = consumer.np_subscription

@@ -80,9 +80,21 @@ def test_live_delivery_and_nothing_stored(gateway, client, np_topic, redis_clean
     assert keys == [
         "pgw:ns:{public/default}:topics",
         f"pgw:{{{np_topic}}}:np-consumers:sub",
+        f"pgw:{{{np_topic}}}:subs",
     ]
     consumer.close()
-    wait_for(lambda: redis_clean.keys("*np-consumers*") == [])
+    wait_for(lambda: sorted(redis_clean.keys("*")) == [b"pgw:ns:{public/default}:topics"])
+
+
+def test_admin_delete_sees_non_persistent_consumers(gateway, client, np_topic, redis_clean):
+    name = np_topic.rsplit("/", 1)[1]
+    url = f"{base(gateway, 'non-persistent')}/{name}"
+    consumer = client.subscribe(np_topic, "sub")
+    status, body = admin("DELETE", url)
+    assert (status, body) == (412, {"reason": "Topic has active producers/subscriptions"})
+    consumer.close()
+    assert admin("DELETE", url) == (204, None)
+    assert redis_clean.keys("*") == []
 
 
 def test_batches_and_compression(gateway, client, np_topic):
