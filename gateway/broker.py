@@ -30,6 +30,8 @@ from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
 from gateway.metrics import GatewayMetrics
+from gateway.non_persistent import NonPersistentTopics
+from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer
 from gateway.storage import Notifier, Storage
@@ -78,11 +80,13 @@ class Broker:
         self.schema = KeySchema(config.key_prefix)
         self.metrics = GatewayMetrics()
         self.policies = Policies(self.storage, self.notifier, self.schema)
+        self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
         self._topics: dict[str, Topic] = {}
         self._subscriptions: dict[tuple[str, str], Subscription] = {}
         self._channel_subs: dict[str, set[Subscription]] = {}
         self._uids = itertools.count()
         self._lease_task: asyncio.Task[None] | None = None
+        self.non_persistent = NonPersistentTopics(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -101,6 +105,7 @@ class Broker:
             for consumer in list(sub.consumers):
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
+        await self.non_persistent.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -120,15 +125,17 @@ class Broker:
         return topic
 
     async def partitioned_metadata(self, name: TopicName | str) -> int:
-        """Number of partitions of a topic; 0 for a non-partitioned one."""
-        self.topic(name)  # validates the name
-        return 0
+        """Number of partitions of a topic; 0 for a non-partitioned one or a partition."""
+        topic = self.topic(name)  # validates the name
+        return await self.partitioned_topics.partitions(topic.name)
 
     async def create_producer(self, name: TopicName | str, producer_name: str | None) -> Producer:
         topic = self.topic(name)
         await topic.register()
         if not producer_name:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
+        if not topic.name.persistent:
+            return self.non_persistent.producer(topic, producer_name)
         return Producer(topic, producer_name, self.storage, self.metrics)
 
     # -- subscriptions -------------------------------------------------------------------
@@ -157,6 +164,11 @@ class Broker:
         """
         topic = self.topic(name)
         await topic.register()
+        if not topic.name.persistent:
+            uid = f"{self.gateway_id}-{next(self._uids)}"
+            return await self.non_persistent.subscribe(
+                topic, subscription, sub_type, consumer_name, sink, uid
+            )
         key = (topic.full_name, subscription)
         sub = self._subscriptions.get(key)
         if sub is None:

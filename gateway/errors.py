@@ -9,6 +9,9 @@ their own protocol's errors through one table each (the binary adapter into Puls
     GatewayError                      (retriable = False)
     ├── InvalidTopicName              bad topic name            -> InvalidTopicName
     ├── NotAllowed                    refused by policy/state   -> NotAllowedError
+    │   ├── TopicConflict             name in use, wrong kind   (admin HTTP 409)
+    │   ├── TopicBusy                 consumers connected       (admin HTTP 412)
+    │   └── InvalidPartitionCount     e.g. fewer partitions     (admin HTTP 406/422)
     ├── ConsumerBusy                  exclusive rule, type clash -> ConsumerBusy
     ├── ConsumerAssignError           Key_Shared ranges refused -> ConsumerAssignError
     ├── ProducerBusy                  producer name in use      -> ProducerBusy
@@ -31,6 +34,7 @@ __all__ = [
     "ConsumerBusy",
     "ConsumerNotFound",
     "GatewayError",
+    "InvalidPartitionCount",
     "InvalidTopicName",
     "MessageTooLarge",
     "NotAllowed",
@@ -39,6 +43,8 @@ __all__ = [
     "ServiceNotReady",
     "StorageError",
     "SubscriptionNotFound",
+    "TopicBusy",
+    "TopicConflict",
     "TopicNotFound",
 ]
 
@@ -83,6 +89,18 @@ class SubscriptionNotFound(GatewayError):
 
 class TopicNotFound(GatewayError):
     """The topic does not exist."""
+
+
+class TopicConflict(NotAllowed):
+    """The topic exists already, or is of the other kind (partitioned or not)."""
+
+
+class TopicBusy(NotAllowed):
+    """The topic has connected consumers and the request did not force it."""
+
+
+class InvalidPartitionCount(NotAllowed):
+    """A partition count Pulsar refuses (not positive, or a decrease)."""
 
 
 class MessageTooLarge(GatewayError):

@@ -5,7 +5,9 @@ Lua script's ``KEYS`` stay in one slot. The tag is the full topic name with ``%`
 ``}`` percent-escaped: any legal topic name (which may contain ``{``, ``}``, ``:`` or ``/``)
 gives a tag that Redis reads whole, and the tag stays human-readable in ``redis-cli``.
 Variable parts (subscription names) always come last, so two different names never spell
-the same key.
+the same key. Namespace-wide keys carry the namespace as their tag (``{tenant/ns}``: a
+namespace name has no braces), so a script can change a namespace's topic list and its
+partitioned-topic metadata together.
 
 ======================================  ======  ============================================
 key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
@@ -17,7 +19,9 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 ``P:{T}:subs``                          hash    subscription name -> subscription type
                                                 (0 Exclusive, 1 Shared, 2 Failover,
                                                 3 Key_Shared); ``subscribe.lua``,
-                                                ``unsubscribe.lua``
+                                                ``unsubscribe.lua``; non-persistent
+                                                subscriptions while they have consumers
+                                                (``np_subscribe.lua``, ``np_release.lua``)
 ``P:{T}:consumers:<sub>``               zset    consumer uid -> lease expiry (ms since
                                                 epoch); ``subscribe.lua`` adds, gateways
                                                 renew (``renew_leases.lua``, ``dispatch.lua``),
@@ -40,8 +44,19 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 by acks, cumulative acks, seek
 ``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
                                                 (``PUBLISH`` after appends and redeliveries)
-``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
-                                                namespace; producer/subscribe first use
+``P:{T}:np``                            pubsub  channel, not a key: a non-persistent
+                                                topic's messages (entry blob + batch size);
+                                                :mod:`gateway.non_persistent`
+``P:{T}:np-consumers:<sub>``            zset    non-persistent Shared subscription: consumer
+                                                uid -> lease expiry (ms, Redis clock);
+                                                :mod:`gateway.non_persistent`
+``P:ns:{<tenant/ns>}:topics``           set     full names of the namespace's topics and
+                                                partitions (GET_TOPICS_OF_NAMESPACE, admin
+                                                getList); every producer/subscribe, admin
+                                                create; admin delete removes
+``P:ns:{<tenant/ns>}:partitioned``      hash    full partitioned topic name -> partition
+                                                count; admin API
+                                                (:mod:`gateway.partitioned_topics`)
 ``P:policies:ns:<tenant/ns>``           hash    namespace policy name -> JSON value;
                                                 :mod:`gateway.policies` (admin API)
 ``P:policies:topic:<topic>``            hash    topic policy name -> JSON value (the
@@ -126,9 +141,10 @@ class TopicKeys:
         return f"{self._base}:acksets:{subscription}"
 
     def subscription_keys(self, subscription: str) -> list[str]:
-        """The keys every subscription script takes, in the order of ``lua/lib.lua``'s
-        ``sub_keys()``: stream, subscriptions, consumers, consumer info, Key_Shared ranges,
-        Key_Shared join positions, ack sets."""
+        """Every key of one subscription, in the order of ``lua/lib.lua``'s ``sub_keys()``
+        (the KEYS of every subscription script): stream, subscriptions, consumers, consumer
+        info, Key_Shared ranges, Key_Shared join positions, ack sets, then the
+        non-persistent consumers zset. Topic deletion deletes them all."""
         return [
             self.stream,
             self.subscriptions,
@@ -137,7 +153,15 @@ class TopicKeys:
             self.key_shared_ranges(subscription),
             self.key_shared_joined(subscription),
             self.ack_sets(subscription),
+            self.non_persistent_consumers(subscription),
         ]
+
+    @property
+    def non_persistent_channel(self) -> str:
+        return f"{self._base}:np"
+
+    def non_persistent_consumers(self, subscription: str) -> str:
+        return f"{self._base}:np-consumers:{subscription}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +174,10 @@ class KeySchema:
         return TopicKeys(self.prefix, str(topic))
 
     def namespace_topics(self, namespace: str) -> str:
-        return f"{self.prefix}:ns:{namespace}:topics"
+        return f"{self.prefix}:ns:{{{namespace}}}:topics"
+
+    def namespace_partitioned(self, namespace: str) -> str:
+        return f"{self.prefix}:ns:{{{namespace}}}:partitioned"
 
     def namespace_policies(self, namespace: str) -> str:
         return f"{self.prefix}:policies:ns:{namespace}"

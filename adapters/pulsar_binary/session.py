@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from adapters.pulsar_binary import codec
 from adapters.pulsar_binary import commands as c
 from adapters.pulsar_binary.connection import ServerConnection
 from adapters.pulsar_binary.errors import server_error
@@ -140,19 +141,21 @@ class Session:
 
     def _get_topics_of_namespace(self, cmd: c.GetTopicsOfNamespace) -> None:
         async def run() -> None:
-            key = self.broker.schema.namespace_topics(cmd.namespace)
+            # Partitions are listed by their own names, as Pulsar lists managed ledgers;
+            # the client cuts "-partition-<i>" off itself (protocol brief 3.4).
             try:
-                members = await self.broker.storage.call("SMEMBERS", key)
+                names = await self.broker.partitioned_topics.topics(cmd.namespace)
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
                 return
-            names = sorted(m.decode() for m in members)
             mode = cmd.mode
             if mode == pb.CommandGetTopicsOfNamespace.PERSISTENT:
                 names = [n for n in names if not n.startswith(_NON_PERSISTENT)]
             elif mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
                 names = [n for n in names if n.startswith(_NON_PERSISTENT)]
-            self.conn.send_get_topics_of_namespace_response(cmd.request_id, names)
+            self.conn.send_get_topics_of_namespace_response(
+                cmd.request_id, names, topics_hash(names)
+            )
 
         self._spawn(run())
 
@@ -464,6 +467,13 @@ def _ack(consumer: Consumer, cmd: c.Ack) -> asyncio.Future[int] | None:
     if partial:
         fut = consumer.ack_batch_indexes(partial)
     return fut
+
+
+def topics_hash(topics: list[str]) -> str:
+    """Pulsar's ``TopicList.calculateHash``: CRC32C of the sorted names joined by ``,``,
+    printed as Guava's ``HashCode.toString`` does (the int's bytes little-endian, in hex)."""
+    crc = codec.crc32c(",".join(sorted(topics)).encode())
+    return crc.to_bytes(4, "little").hex()
 
 
 def _ack_cumulative(consumer: Consumer, cmd: c.Ack) -> asyncio.Future[int] | None:

@@ -50,9 +50,9 @@ def key_slot(key: str) -> int:
 
 
 def topic_keys(keys: TopicKeys, subscriptions: list[str]) -> list[str]:
-    out = [keys.stream, keys.subscriptions, keys.notify_channel]
+    out = [keys.stream, keys.subscriptions, keys.notify_channel, keys.non_persistent_channel]
     for sub in subscriptions:
-        out += [keys.consumers(sub), keys.consumer_info(sub)]
+        out += keys.subscription_keys(sub)[2:]  # stream and subs hash are per topic
     return out
 
 
@@ -140,7 +140,10 @@ def test_key_spelling() -> None:
     assert keys.consumer_info("s") == f"pgw:{tag}:consumer-info:s"
     schema = KeySchema()
     assert schema.prefix == "pgw"
-    assert schema.namespace_topics("public/default") == "pgw:ns:public/default:topics"
+    assert schema.namespace_topics("public/default") == "pgw:ns:{public/default}:topics"
+    assert schema.namespace_partitioned("public/default") == "pgw:ns:{public/default}:partitioned"
+    assert keys.non_persistent_channel == f"pgw:{tag}:np"
+    assert keys.non_persistent_consumers("s") == f"pgw:{tag}:np-consumers:s"
 
 
 def test_subscription_keys_never_collide() -> None:
@@ -170,7 +173,10 @@ def test_keys_of_different_topics_never_collide() -> None:
 
 def test_topic_keys_differ_from_global_keys() -> None:
     schema = KeySchema()
-    global_keys = {schema.namespace_topics("public/default")}
+    global_keys = {
+        schema.namespace_topics("public/default"),
+        schema.namespace_partitioned("public/default"),
+    }
     for topic in ADVERSARIAL_TOPICS:
         assert not global_keys & set(topic_keys(schema.topic(topic), ADVERSARIAL_SUBS))
 
