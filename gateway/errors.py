@@ -10,7 +10,10 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── InvalidTopicName              bad topic name            -> InvalidTopicName
     ├── NotAllowed                    refused by policy/state   -> NotAllowedError
     ├── ConsumerBusy                  exclusive rule, type clash -> ConsumerBusy
-    ├── ProducerBusy                  producer name in use      -> ProducerBusy
+    ├── ProducerBusy                  producer name in use,     -> ProducerBusy
+    │                                 or an exclusive producer
+    ├── ProducerFenced                exclusive access refused  -> ProducerFenced
+    ├── IncompatibleSchema            schema change refused     -> IncompatibleSchema
     ├── ConsumerNotFound              unknown consumer id       -> ConsumerNotFound
     ├── ProducerNotFound              unknown producer id       -> NotAllowedError
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
@@ -29,10 +32,12 @@ __all__ = [
     "ConsumerBusy",
     "ConsumerNotFound",
     "GatewayError",
+    "IncompatibleSchema",
     "InvalidTopicName",
     "MessageTooLarge",
     "NotAllowed",
     "ProducerBusy",
+    "ProducerFenced",
     "ProducerNotFound",
     "ServiceNotReady",
     "StorageError",
@@ -61,6 +66,15 @@ class ConsumerBusy(GatewayError):
 
 class ProducerBusy(GatewayError):
     """A producer with that name is already connected to the topic."""
+
+
+class ProducerFenced(GatewayError):
+    """Exclusive access refused: another producer holds the topic, or the topic epoch moved
+    on since this producer last held it (Pulsar ``ProducerFencedException``)."""
+
+
+class IncompatibleSchema(GatewayError):
+    """The schema cannot be registered next to the topic's existing versions."""
 
 
 class ConsumerNotFound(GatewayError):

@@ -5,18 +5,27 @@ untouched: the producer's blob (checksum, ``MessageMetadata``, payload, still co
 batched) in field ``m``, and the number of messages in field ``n`` when a batch holds more than one
 (``CommandSend.num_messages``), which dispatch needs to count permits in messages.
 The stream id the append returns is the message id (see :mod:`gateway.message_id`).
+
+With deduplication on (:mod:`gateway.deduplication`) the append and the record of the
+producer's highest sequence id are one script; without it the append stays a plain
+``XADD``, the hot path.
+
+A producer's registration with the fleet (name, access mode, lease) is kept by
+:mod:`gateway.producer_registry`; this object is one gateway's handle on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
+from collections.abc import Callable
 
 from gateway.metrics import GatewayMetrics
 from gateway.storage import Storage
 from gateway.topic import Topic
 
-__all__ = ["ENTRY_BLOB", "ENTRY_NUM_MESSAGES", "Producer"]
+__all__ = ["ENTRY_BLOB", "ENTRY_NUM_MESSAGES", "Producer", "ProducerAccessMode"]
 
 #: Stream entry field holding the stored blob.
 ENTRY_BLOB = b"m"
@@ -26,15 +35,62 @@ ENTRY_NUM_MESSAGES = b"n"
 _names = itertools.count()
 
 
-class Producer:
-    """One producer attached to a topic on this gateway."""
+class ProducerAccessMode(enum.IntEnum):
+    """``CommandProducer.producer_access_mode`` (PIP-68)."""
 
-    def __init__(self, topic: Topic, name: str, storage: Storage, metrics: GatewayMetrics) -> None:
+    SHARED = 0
+    EXCLUSIVE = 1
+    WAIT_FOR_EXCLUSIVE = 2
+    EXCLUSIVE_WITH_FENCING = 3
+
+
+class Producer:
+    """One producer attached to a topic on this gateway.
+
+    Attributes:
+        uid: fleet-unique identity of this attachment (``<gateway id>-p<n>``); the registry
+            tells a reconnected producer of the same name from this one by it.
+        topic_epoch: Pulsar's topic epoch granted with exclusive access (or the topic's
+            current one for a Shared producer), None if the topic never had one.
+        deduplication: whether appends go through the deduplication script.
+        last_sequence_id: the highest stored sequence id of this producer name when it was
+            created (PRODUCER_SUCCESS.last_sequence_id), -1 when unknown or dedup is off.
+        schema_version: the topic schema version the producer registered, if any.
+        ready: resolves when a WaitForExclusive producer gets the topic (already resolved
+            for the other modes); fails with ProducerFenced if it is fenced while waiting.
+        on_lost: called when the gateway closes the producer itself (fenced, superseded by
+            its own reconnection elsewhere, or its lease lost).
+    """
+
+    def __init__(
+        self,
+        topic: Topic,
+        name: str,
+        storage: Storage,
+        metrics: GatewayMetrics,
+        *,
+        uid: str = "",
+        access_mode: ProducerAccessMode = ProducerAccessMode.SHARED,
+        epoch: int = 0,
+        user_provided_name: bool = True,
+    ) -> None:
         self.topic = topic
         self.name = name
+        self.uid = uid
+        self.access_mode = access_mode
+        self.epoch = epoch
+        self.user_provided_name = user_provided_name
         self._storage = storage
         self._metrics = metrics
         self._stream = topic.keys.stream
+        self._sequence_ids = topic.keys.last_sequence_ids
+        self.topic_epoch: int | None = None
+        self.deduplication = False
+        self.last_sequence_id = -1
+        self.schema_version: int | None = None
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting = False
+        self.on_lost: Callable[[Producer], None] | None = None
         self.closed = False
 
     @staticmethod
@@ -59,6 +115,44 @@ class Producer:
         self._metrics.in_messages += num_messages
         self._metrics.in_bytes += len(blob)
         return fut
+
+    def publish_deduplicated(
+        self, blob: bytes, num_messages: int, sequence_id: int, record: int | None
+    ) -> asyncio.Future[bytes | None]:
+        """Append one entry unless this producer name already stored ``sequence_id``.
+
+        The future resolves with the stream id, or None for a duplicate (nothing stored).
+
+        Args:
+            blob: the stored form of the entry.
+            num_messages: messages in the entry.
+            sequence_id: ``CommandSend.sequence_id``.
+            record: the highest sequence id to record for the producer, or None for a chunk
+                that is not its message's last (see :func:`gateway.deduplication.to_record`).
+        """
+        fut: asyncio.Future[bytes | None] = self._storage.eval(
+            "publish_deduplicated",
+            [self._stream, self._sequence_ids],
+            [
+                self.name,
+                sequence_id,
+                "" if record is None else record,
+                blob,
+                num_messages if num_messages > 1 else "",
+            ],
+        )
+        self._storage.notify(self.topic.keys.notify_channel)
+        self._metrics.in_messages += num_messages
+        self._metrics.in_bytes += len(blob)
+        return fut
+
+    def lost(self) -> None:
+        """The fleet took this producer's registration away; tell its owner."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.on_lost is not None:
+            self.on_lost(self)
 
     def close(self) -> None:
         self.closed = True

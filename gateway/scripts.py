@@ -15,13 +15,16 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-from gateway.errors import ConsumerBusy, GatewayError
+from gateway.errors import ConsumerBusy, GatewayError, ProducerBusy, ProducerFenced
 
 __all__ = [
     "SCRIPTS",
     "STATUS_CONSUMER_BUSY",
     "STATUS_CONSUMER_GONE",
     "STATUS_OK",
+    "STATUS_PRODUCER_BUSY",
+    "STATUS_PRODUCER_FENCED",
+    "STATUS_PRODUCER_QUEUED",
     "Script",
     "raise_for_status",
 ]
@@ -29,9 +32,15 @@ __all__ = [
 STATUS_OK = 0
 STATUS_CONSUMER_BUSY = 1
 STATUS_CONSUMER_GONE = 2
+STATUS_PRODUCER_BUSY = 3
+STATUS_PRODUCER_FENCED = 4
+#: WaitForExclusive producer queued (``add_producer.lua``); not an error
+STATUS_PRODUCER_QUEUED = 5
 
 _STATUS_ERRORS: dict[int, type[GatewayError]] = {
     STATUS_CONSUMER_BUSY: ConsumerBusy,
+    STATUS_PRODUCER_BUSY: ProducerBusy,
+    STATUS_PRODUCER_FENCED: ProducerFenced,
 }
 
 

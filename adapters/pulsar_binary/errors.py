@@ -16,6 +16,8 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (errors.InvalidTopicName, pb.InvalidTopicName),
     (errors.ConsumerBusy, pb.ConsumerBusy),
     (errors.ProducerBusy, pb.ProducerBusy),
+    (errors.ProducerFenced, pb.ProducerFenced),
+    (errors.IncompatibleSchema, pb.IncompatibleSchema),
     (errors.ConsumerNotFound, pb.ConsumerNotFound),
     (errors.ProducerNotFound, pb.NotAllowedError),
     (errors.SubscriptionNotFound, pb.SubscriptionNotFound),
