@@ -40,13 +40,14 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 for the topic -> lease expiry; same writers
 ``P:{T}:topic-epoch``                   string  Pulsar's topic epoch, bumped when an
                                                 exclusive producer takes the topic;
-                                                ``add_producer.lua``
+                                                ``add_producer.lua``; read by
+                                                ``publish_checked.lua`` (fencing)
 ``P:{T}:producer-events``               pubsub  channel: "the topic's producers changed"
                                                 (released, fenced, superseded); gateways
                                                 with producers on the topic listen
 ``P:{T}:last-sequence-ids``             hash    producer name -> highest sequence id
                                                 stored (deduplication);
-                                                ``publish_deduplicated.lua``
+                                                ``publish_checked.lua``
 ``P:{B}:schemas``                       list    schema versions of base topic ``B`` (a
                                                 partitioned topic's partitions share it):
                                                 index = version, item = JSON

@@ -7,8 +7,9 @@ batched) in field ``m``, and the number of messages in field ``n`` when a batch 
 The stream id the append returns is the message id (see :mod:`gateway.message_id`).
 
 With deduplication on (:mod:`gateway.deduplication`) the append and the record of the
-producer's highest sequence id are one script; without it the append stays a plain
-``XADD``, the hot path.
+producer's highest sequence id are one script, which also checks, for an exclusive
+producer, that no ExclusiveWithFencing producer took the topic meanwhile; a Shared
+producer without deduplication appends with a plain ``XADD``, the hot path.
 
 A producer's registration with the fleet (name, access mode, lease) is kept by
 :mod:`gateway.producer_registry`; this object is one gateway's handle on it.
@@ -116,12 +117,19 @@ class Producer:
         self._metrics.in_bytes += len(blob)
         return fut
 
-    def publish_deduplicated(
-        self, blob: bytes, num_messages: int, sequence_id: int, record: int | None
-    ) -> asyncio.Future[bytes | None]:
-        """Append one entry unless this producer name already stored ``sequence_id``.
+    @property
+    def checked(self) -> bool:
+        """Whether appends must go through :meth:`publish_checked` (dedup or exclusive)."""
+        return self.deduplication or self.access_mode is not ProducerAccessMode.SHARED
 
-        The future resolves with the stream id, or None for a duplicate (nothing stored).
+    def publish_checked(
+        self, blob: bytes, num_messages: int, sequence_id: int, record: int | None
+    ) -> asyncio.Future[bytes | int | None]:
+        """Append one entry after the deduplication and fencing checks, atomically.
+
+        The future resolves with the stream id; None for a duplicate (nothing stored, the
+        client gets a receipt anyway); 0 when an ExclusiveWithFencing producer took the
+        topic from this exclusive producer (nothing stored, the producer must close).
 
         Args:
             blob: the stored form of the entry.
@@ -130,15 +138,17 @@ class Producer:
             record: the highest sequence id to record for the producer, or None for a chunk
                 that is not its message's last (see :func:`gateway.deduplication.to_record`).
         """
-        fut: asyncio.Future[bytes | None] = self._storage.eval(
-            "publish_deduplicated",
-            [self._stream, self._sequence_ids],
+        exclusive = self.access_mode is not ProducerAccessMode.SHARED
+        fut: asyncio.Future[bytes | int | None] = self._storage.eval(
+            "publish_checked",
+            [self._stream, self._sequence_ids, self.topic.keys.topic_epoch],
             [
-                self.name,
-                sequence_id,
-                "" if record is None else record,
                 blob,
                 num_messages if num_messages > 1 else "",
+                self.topic_epoch if exclusive and self.topic_epoch is not None else "",
+                self.name if self.deduplication else "",
+                sequence_id,
+                "" if record is None else record,
             ],
         )
         self._storage.notify(self.topic.keys.notify_channel)

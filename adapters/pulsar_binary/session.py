@@ -286,42 +286,44 @@ class Session:
         # SEND.num_messages, which a client could set to anything.
         metadata = cmd.payload.metadata
         size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-        fut: asyncio.Future[bytes | None]
-        if producer.deduplication:
-            chunked = metadata.HasField("chunk_id")
-            record = to_record(
-                cmd.sequence_id,
-                size,
-                chunk_id=metadata.chunk_id if chunked else None,
-                num_chunks=metadata.num_chunks_from_msg if chunked else None,
-            )
-            fut = producer.publish_deduplicated(
-                cmd.payload.blob, max(size, 1), cmd.sequence_id, record
-            )
+        fut: asyncio.Future[bytes | int | None]
+        if producer.checked:
+            record = None
+            if producer.deduplication:
+                chunked = metadata.HasField("chunk_id")
+                record = to_record(
+                    cmd.sequence_id,
+                    size,
+                    chunk_id=metadata.chunk_id if chunked else None,
+                    num_chunks=metadata.num_chunks_from_msg if chunked else None,
+                )
+            fut = producer.publish_checked(cmd.payload.blob, max(size, 1), cmd.sequence_id, record)
         else:
             fut = producer.publish(cmd.payload.blob, max(size, 1))  # type: ignore[assignment]
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
 
-        def receipt(f: asyncio.Future[bytes | None]) -> None:
+        def receipt(f: asyncio.Future[bytes | int | None]) -> None:
             if self.closed:
                 return
             exc = f.exception()
-            if exc is not None:
+            entry_id = None if exc is not None else f.result()
+            if exc is not None or entry_id == 0:
                 # Never SEND_ERROR for storage trouble (the client would loop); close the
-                # producer so it reconnects and re-sends its pending messages.
-                log.warning("append failed on %s: %s", producer.topic.full_name, exc)
+                # producer so it reconnects and re-sends its pending messages. A fenced
+                # producer (0) learns it from the ProducerFenced its reconnection gets.
+                if exc is not None:
+                    log.warning("append failed on %s: %s", producer.topic.full_name, exc)
                 if self.producers.get(producer_id) is producer:
                     del self.producers[producer_id]
                     self.conn.send_close_producer(producer_id)
                     self._spawn(self.broker.close_producer(producer))
+            elif entry_id is None:
+                # A duplicate: Pulsar acknowledges it with message id (-1, -1).
+                self.conn.send_send_receipt(producer_id, sequence_id, _MINUS_ONE, _MINUS_ONE)
             else:
-                entry_id = f.result()
-                if entry_id is None:
-                    # A duplicate: Pulsar acknowledges it with message id (-1, -1).
-                    self.conn.send_send_receipt(producer_id, sequence_id, _MINUS_ONE, _MINUS_ONE)
-                else:
-                    ms, _, seq = entry_id.partition(b"-")
-                    self.conn.send_send_receipt(producer_id, sequence_id, int(ms), int(seq))
+                assert isinstance(entry_id, bytes)
+                ms, _, seq = entry_id.partition(b"-")
+                self.conn.send_send_receipt(producer_id, sequence_id, int(ms), int(seq))
             self.wants_flush()
 
         fut.add_done_callback(receipt)

@@ -99,13 +99,11 @@ local function stale_epoch()
 end
 
 local function take_exclusive()
-  local e
-  if client_topic_epoch ~= nil then
-    e = client_topic_epoch
-    redis.call('SET', epoch_key, e)
-  else
-    e = redis.call('INCR', epoch_key)
-  end
+  -- Pulsar: setTopicEpoch(the producer's) on reconnect, else incrementTopicEpoch, whose
+  -- first value is 0.
+  local e = client_topic_epoch
+  if e == nil then e = current_epoch() + 1 end
+  redis.call('SET', epoch_key, e)
   return e
 end
 
