@@ -354,3 +354,38 @@ def test_access_modes_with_the_asyncio_client(gateway_factory, topic):
             await client_b.close()
 
     asyncio.run(run())
+
+
+# -- null values ---------------------------------------------------------------------------
+
+
+def test_null_value_messages_round_trip(gateway, client_factory, topic):
+    """``send(None)`` sets MessageMetadata.null_value (a tombstone for compaction); the
+    consumer sees has_null_value() and an empty payload."""
+    client = client_factory(gateway.url)
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic)
+    producer.send(None, partition_key="k1")
+    producer.send(b"")
+    producer.send(b"value", partition_key="k1")
+    tombstone, empty, value = (consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(3))
+    assert tombstone.has_null_value()
+    assert tombstone.data() == b""
+    assert tombstone.partition_key() == "k1"
+    assert not empty.has_null_value() and empty.data() == b""
+    assert not value.has_null_value() and value.data() == b"value"
+
+
+def test_null_values_in_a_batch(gateway, client_factory, topic):
+    client = client_factory(gateway.url)
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_max_publish_delay_ms=50
+    )
+    producer.send_async(b"a", None)
+    producer.send_async(None, None)
+    producer.send_async(b"c", None)
+    producer.flush()
+    got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(3)]
+    assert [m.has_null_value() for m in got] == [False, True, False]
+    assert [m.data() for m in got] == [b"a", b"", b"c"]
