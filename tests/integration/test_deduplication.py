@@ -8,14 +8,17 @@ Redis through the broker's policies API or directly, as the admin API would.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
+import aiohttp
+
 from adapters.pulsar_binary import codec
 from gateway.keys import KeySchema
 from proto import PulsarApi_pb2 as pb
-from tests.conftest import TIMEOUT, free_port, stream_key
+from tests.conftest import TIMEOUT, free_port, stream_key, wait_for
 from tests.frames import command
 from tests.rawclient import RawConnection
 
@@ -234,3 +237,29 @@ def test_last_sequence_id_survives_a_gateway_restart(
     again = client.create_producer(topic, producer_name=name)
     assert again.last_sequence_id() == 20
     assert again.send(b"dup", sequence_id=7).ledger_id() == -1
+
+
+def test_policy_set_over_the_admin_api_applies_to_a_connected_producer(
+    gateway_factory, client_factory, redis_clean, topic
+):
+    """The admin REST call on one gateway reaches a producer connected to another."""
+    gw_a, gw_b = gateway_factory(), gateway_factory()
+    producer = client_factory(gw_b.url).create_producer(topic, producer_name="p")
+    producer.send(b"x", sequence_id=1)
+    producer.send(b"x", sequence_id=1)  # no dedup yet: stored twice
+    assert redis_clean.xlen(stream_key(topic)) == 2
+
+    async def enable_over_http() -> None:
+        url = f"{gw_a.http_url}/admin/v2/persistent/public/default/{topic}/deduplicationEnabled"
+        async with aiohttp.ClientSession() as http, http.post(url, json=True) as r:
+            assert r.status == 204
+
+    asyncio.run(enable_over_http())
+
+    def deduplicated() -> bool:
+        before = redis_clean.xlen(stream_key(topic))
+        producer.send(b"probe", sequence_id=1000)
+        producer.send(b"probe", sequence_id=1000)
+        return bool(redis_clean.xlen(stream_key(topic)) == before + 1)
+
+    wait_for(deduplicated)
