@@ -18,6 +18,7 @@ import secrets
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from gateway import deduplication
 from gateway.config import GatewayConfig
 from gateway.consumer import (
     Consumer,
@@ -33,7 +34,9 @@ from gateway.metrics import GatewayMetrics
 from gateway.non_persistent import NonPersistentTopics
 from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
-from gateway.producer import Producer
+from gateway.producer import Producer, ProducerAccessMode
+from gateway.producer_registry import ProducerRegistry
+from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
 from gateway.topic import Topic
@@ -81,6 +84,12 @@ class Broker:
         self.metrics = GatewayMetrics()
         self.policies = Policies(self.storage, self.notifier, self.schema)
         self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
+        self.producers = ProducerRegistry(
+            self.storage, self.notifier, int(config.consumer_lease_seconds * 1000)
+        )
+        self.schemas = SchemaRegistry(self.storage, self.schema)
+        self._producer_uids = itertools.count()
+        self._refresh: asyncio.Task[None] | None = None
         self._topics: dict[str, Topic] = {}
         self._subscriptions: dict[tuple[str, str], Subscription] = {}
         self._channel_subs: dict[str, set[Subscription]] = {}
@@ -94,13 +103,16 @@ class Broker:
         await self.storage.load_scripts()
         await self.notifier.start()
         self.policies.start()
+        self.policies.on_change(self._policies_changed)
         self._lease_task = asyncio.get_running_loop().create_task(
             self._renew_leases(), name="lease renewal"
         )
         log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
 
     async def close(self) -> None:
-        """Release every local consumer, then stop background work."""
+        """Release every local consumer and producer, then stop background work."""
+        with contextlib.suppress(GatewayError):
+            await self.producers.close()
         for sub in list(self._subscriptions.values()):
             for consumer in list(sub.consumers):
                 with contextlib.suppress(GatewayError):
@@ -129,14 +141,73 @@ class Broker:
         topic = self.topic(name)  # validates the name
         return await self.partitioned_topics.partitions(topic.name)
 
-    async def create_producer(self, name: TopicName | str, producer_name: str | None) -> Producer:
+    async def create_producer(
+        self,
+        name: TopicName | str,
+        producer_name: str | None,
+        *,
+        access_mode: ProducerAccessMode = ProducerAccessMode.SHARED,
+        epoch: int = 0,
+        user_provided_name: bool = True,
+        topic_epoch: int | None = None,
+        schema: SchemaData | None = None,
+    ) -> Producer:
+        """Attach a producer to a topic, registering it (and its schema) with the fleet.
+
+        The returned producer may still be waiting for exclusive access
+        (``producer.waiting``, WaitForExclusive); ``producer.ready`` resolves when it has it.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+            ProducerBusy: the name is in use, or a Shared producer meets an exclusive one.
+            ProducerFenced: exclusive access refused or the topic epoch moved on.
+            IncompatibleSchema: the schema cannot be registered on the topic.
+            StorageError: Redis failed.
+        """
         topic = self.topic(name)
         await topic.register()
+        version = await self.schemas.register(topic.name, schema) if schema else None
         if not producer_name:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
+            user_provided_name = False
         if not topic.name.persistent:
             return self.non_persistent.producer(topic, producer_name)
-        return Producer(topic, producer_name, self.storage, self.metrics)
+        producer = Producer(
+            topic,
+            producer_name,
+            self.storage,
+            self.metrics,
+            uid=f"{self.gateway_id}-p{next(self._producer_uids)}",
+            access_mode=access_mode,
+            epoch=epoch,
+            user_provided_name=user_provided_name,
+        )
+        producer.topic_epoch = topic_epoch
+        producer.schema_version = version
+        producer.deduplication = await deduplication.enabled(self.policies, topic.name)
+        await self.producers.add(producer)
+        return producer
+
+    async def close_producer(self, producer: Producer) -> None:
+        """Release a producer (its client closed it, or the connection dropped)."""
+        await self.producers.remove(producer)
+
+    def _policies_changed(self) -> None:
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.get_running_loop().create_task(self.refresh_deduplication())
+
+    async def refresh_deduplication(self) -> None:
+        """Re-read the deduplication policy of every local producer's topic."""
+        flags: dict[str, bool] = {}
+        for producer in self.producers.producers():
+            key = producer.topic.full_name
+            if key not in flags:
+                try:
+                    flags[key] = await deduplication.enabled(self.policies, producer.topic.name)
+                except GatewayError as exc:
+                    log.warning("reading the deduplication policy failed: %s", exc)
+                    return
+            producer.deduplication = flags[key]
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -224,6 +295,11 @@ class Broker:
                 await self.renew_leases()
             except (GatewayError, RedisError) as exc:
                 log.warning("lease renewal failed: %s", exc)
+            try:
+                await self.producers.renew()
+                await self.refresh_deduplication()
+            except (GatewayError, RedisError) as exc:
+                log.warning("producer lease renewal failed: %s", exc)
 
     async def renew_leases(self) -> None:
         subs = [s for s in self._subscriptions.values() if s.consumers]

@@ -14,7 +14,10 @@ their own protocol's errors through one table each (the binary adapter into Puls
     │   └── InvalidPartitionCount     e.g. fewer partitions     (admin HTTP 406/422)
     ├── ConsumerBusy                  exclusive rule, type clash -> ConsumerBusy
     ├── ConsumerAssignError           Key_Shared ranges refused -> ConsumerAssignError
-    ├── ProducerBusy                  producer name in use      -> ProducerBusy
+    ├── ProducerBusy                  producer name in use,     -> ProducerBusy
+    │                                 or an exclusive producer
+    ├── ProducerFenced                exclusive access refused  -> ProducerFenced
+    ├── IncompatibleSchema            schema change refused     -> IncompatibleSchema
     ├── ConsumerNotFound              unknown consumer id       -> ConsumerNotFound
     ├── ProducerNotFound              unknown producer id       -> NotAllowedError
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
@@ -34,11 +37,13 @@ __all__ = [
     "ConsumerBusy",
     "ConsumerNotFound",
     "GatewayError",
+    "IncompatibleSchema",
     "InvalidPartitionCount",
     "InvalidTopicName",
     "MessageTooLarge",
     "NotAllowed",
     "ProducerBusy",
+    "ProducerFenced",
     "ProducerNotFound",
     "ServiceNotReady",
     "StorageError",
@@ -73,6 +78,15 @@ class ConsumerAssignError(GatewayError):
 
 class ProducerBusy(GatewayError):
     """A producer with that name is already connected to the topic."""
+
+
+class ProducerFenced(GatewayError):
+    """Exclusive access refused: another producer holds the topic, or the topic epoch moved
+    on since this producer last held it (Pulsar ``ProducerFencedException``)."""
+
+
+class IncompatibleSchema(GatewayError):
+    """The schema cannot be registered next to the topic's existing versions."""
 
 
 class ConsumerNotFound(GatewayError):

@@ -57,6 +57,31 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 ``P:ns:{<tenant/ns>}:partitioned``      hash    full partitioned topic name -> partition
                                                 count; admin API
                                                 (:mod:`gateway.partitioned_topics`)
+``P:{T}:producers``                     zset    producer name -> lease expiry (ms, Redis
+                                                clock) of the topic's connected producers,
+                                                fleet-wide; ``add_producer.lua`` adds,
+                                                ``renew_producer_leases.lua`` renews,
+                                                ``release_producer.lua`` removes, expired
+                                                ones are reaped by ``add_producer.lua``
+``P:{T}:producer-owners``               hash    producer name -> ``<access mode>:<epoch>:
+                                                <owner uid>``; same writers
+``P:{T}:producer-waiters``              zset    uid of a WaitForExclusive producer queued
+                                                for the topic -> lease expiry; same writers
+``P:{T}:topic-epoch``                   string  Pulsar's topic epoch, bumped when an
+                                                exclusive producer takes the topic;
+                                                ``add_producer.lua``; read by
+                                                ``publish_checked.lua`` (fencing)
+``P:{T}:producer-events``               pubsub  channel: "the topic's producers changed"
+                                                (released, fenced, superseded); gateways
+                                                with producers on the topic listen
+``P:{T}:last-sequence-ids``             hash    producer name -> highest sequence id
+                                                stored (deduplication);
+                                                ``publish_checked.lua``
+``P:{B}:schemas``                       list    schema versions of base topic ``B`` (a
+                                                partitioned topic's partitions share it):
+                                                index = version, item = JSON
+                                                ``{"type","name","data" (base64),
+                                                "properties"}``; ``register_schema.lua``
 ``P:policies:ns:<tenant/ns>``           hash    namespace policy name -> JSON value;
                                                 :mod:`gateway.policies` (admin API)
 ``P:policies:topic:<topic>``            hash    topic policy name -> JSON value (the
@@ -162,6 +187,35 @@ class TopicKeys:
 
     def non_persistent_consumers(self, subscription: str) -> str:
         return f"{self._base}:np-consumers:{subscription}"
+
+    @property
+    def producers(self) -> str:
+        return f"{self._base}:producers"
+
+    @property
+    def producer_owners(self) -> str:
+        return f"{self._base}:producer-owners"
+
+    @property
+    def producer_waiters(self) -> str:
+        return f"{self._base}:producer-waiters"
+
+    @property
+    def topic_epoch(self) -> str:
+        return f"{self._base}:topic-epoch"
+
+    @property
+    def producer_channel(self) -> str:
+        return f"{self._base}:producer-events"
+
+    @property
+    def last_sequence_ids(self) -> str:
+        return f"{self._base}:last-sequence-ids"
+
+    @property
+    def schemas(self) -> str:
+        """Only meaningful on a base (non-partition) topic's keys."""
+        return f"{self._base}:schemas"
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,7 +165,17 @@ class PartitionedTopics:
         """Run ``delete_topic.lua`` on one partition; True when it had data."""
         for _ in range(5):
             subs = [_text(s) for s in await self._storage.call("HKEYS", keys.subscriptions)]
-            script_keys = [keys.stream, keys.subscriptions]
+            # Producer registry keys are lease sets too: connected producers make it busy.
+            script_keys = [
+                keys.stream,
+                keys.subscriptions,
+                keys.producers,
+                keys.producer_owners,
+                keys.producer_waiters,
+                keys.topic_epoch,
+                keys.last_sequence_ids,
+                keys.schemas,
+            ]
             for sub in subs:
                 script_keys += keys.subscription_keys(sub)
             code, message, existed = await self._storage.eval(

@@ -5,19 +5,29 @@ untouched: the producer's blob (checksum, ``MessageMetadata``, payload, still co
 batched) in field ``m``, and the number of messages in field ``n`` when a batch holds more than one
 (``CommandSend.num_messages``), which dispatch needs to count permits in messages.
 The stream id the append returns is the message id (see :mod:`gateway.message_id`).
+
+With deduplication on (:mod:`gateway.deduplication`) the append and the record of the
+producer's highest sequence id are one script, which also checks, for an exclusive
+producer, that no ExclusiveWithFencing producer took the topic meanwhile; a Shared
+producer without deduplication appends with a plain ``XADD``, the hot path.
+
+A producer's registration with the fleet (name, access mode, lease) is kept by
+:mod:`gateway.producer_registry`; this object is one gateway's handle on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
+from collections.abc import Callable
 
 from gateway.key_shared import sticky_key_hash
 from gateway.metrics import GatewayMetrics
 from gateway.storage import Storage
 from gateway.topic import Topic
 
-__all__ = ["ENTRY_BLOB", "ENTRY_KEY_HASH", "ENTRY_NUM_MESSAGES", "Producer"]
+__all__ = ["ENTRY_BLOB", "ENTRY_KEY_HASH", "ENTRY_NUM_MESSAGES", "Producer", "ProducerAccessMode"]
 
 #: Stream entry field holding the stored blob.
 ENTRY_BLOB = b"m"
@@ -29,15 +39,62 @@ ENTRY_KEY_HASH = b"h"
 _names = itertools.count()
 
 
-class Producer:
-    """One producer attached to a topic on this gateway."""
+class ProducerAccessMode(enum.IntEnum):
+    """``CommandProducer.producer_access_mode`` (PIP-68)."""
 
-    def __init__(self, topic: Topic, name: str, storage: Storage, metrics: GatewayMetrics) -> None:
+    SHARED = 0
+    EXCLUSIVE = 1
+    WAIT_FOR_EXCLUSIVE = 2
+    EXCLUSIVE_WITH_FENCING = 3
+
+
+class Producer:
+    """One producer attached to a topic on this gateway.
+
+    Attributes:
+        uid: fleet-unique identity of this attachment (``<gateway id>-p<n>``); the registry
+            tells a reconnected producer of the same name from this one by it.
+        topic_epoch: Pulsar's topic epoch granted with exclusive access (or the topic's
+            current one for a Shared producer), None if the topic never had one.
+        deduplication: whether appends go through the deduplication script.
+        last_sequence_id: the highest stored sequence id of this producer name when it was
+            created (PRODUCER_SUCCESS.last_sequence_id), -1 when unknown or dedup is off.
+        schema_version: the topic schema version the producer registered, if any.
+        ready: resolves when a WaitForExclusive producer gets the topic (already resolved
+            for the other modes); fails with ProducerFenced if it is fenced while waiting.
+        on_lost: called when the gateway closes the producer itself (fenced, superseded by
+            its own reconnection elsewhere, or its lease lost).
+    """
+
+    def __init__(
+        self,
+        topic: Topic,
+        name: str,
+        storage: Storage,
+        metrics: GatewayMetrics,
+        *,
+        uid: str = "",
+        access_mode: ProducerAccessMode = ProducerAccessMode.SHARED,
+        epoch: int = 0,
+        user_provided_name: bool = True,
+    ) -> None:
         self.topic = topic
         self.name = name
+        self.uid = uid
+        self.access_mode = access_mode
+        self.epoch = epoch
+        self.user_provided_name = user_provided_name
         self._storage = storage
         self._metrics = metrics
         self._stream = topic.keys.stream
+        self._sequence_ids = topic.keys.last_sequence_ids
+        self.topic_epoch: int | None = None
+        self.deduplication = False
+        self.last_sequence_id = -1
+        self.schema_version: int | None = None
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting = False
+        self.on_lost: Callable[[Producer], None] | None = None
         self.closed = False
 
     @staticmethod
@@ -66,6 +123,60 @@ class Producer:
         self._metrics.in_messages += num_messages
         self._metrics.in_bytes += len(blob)
         return fut
+
+    @property
+    def checked(self) -> bool:
+        """Whether appends must go through :meth:`publish_checked` (dedup or exclusive)."""
+        return self.deduplication or self.access_mode is not ProducerAccessMode.SHARED
+
+    def publish_checked(
+        self,
+        blob: bytes,
+        num_messages: int,
+        sequence_id: int,
+        record: int | None,
+        sticky_key: bytes | None = None,
+    ) -> asyncio.Future[bytes | int | None]:
+        """Append one entry after the deduplication and fencing checks, atomically.
+
+        The future resolves with the stream id; None for a duplicate (nothing stored, the
+        client gets a receipt anyway); 0 when an ExclusiveWithFencing producer took the
+        topic from this exclusive producer (nothing stored, the producer must close).
+
+        Args:
+            blob: the stored form of the entry.
+            num_messages: messages in the entry.
+            sequence_id: ``CommandSend.sequence_id``.
+            record: the highest sequence id to record for the producer, or None for a chunk
+                that is not its message's last (see :func:`gateway.deduplication.to_record`).
+            sticky_key: as for :meth:`publish`.
+        """
+        exclusive = self.access_mode is not ProducerAccessMode.SHARED
+        fut: asyncio.Future[bytes | int | None] = self._storage.eval(
+            "publish_checked",
+            [self._stream, self._sequence_ids, self.topic.keys.topic_epoch],
+            [
+                blob,
+                num_messages if num_messages > 1 else "",
+                self.topic_epoch if exclusive and self.topic_epoch is not None else "",
+                self.name if self.deduplication else "",
+                sequence_id,
+                "" if record is None else record,
+                "" if sticky_key is None else sticky_key_hash(sticky_key),
+            ],
+        )
+        self._storage.notify(self.topic.keys.notify_channel)
+        self._metrics.in_messages += num_messages
+        self._metrics.in_bytes += len(blob)
+        return fut
+
+    def lost(self) -> None:
+        """The fleet took this producer's registration away; tell its owner."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.on_lost is not None:
+            self.on_lost(self)
 
     def close(self) -> None:
         self.closed = True

@@ -15,7 +15,13 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-from gateway.errors import ConsumerAssignError, ConsumerBusy, GatewayError
+from gateway.errors import (
+    ConsumerAssignError,
+    ConsumerBusy,
+    GatewayError,
+    ProducerBusy,
+    ProducerFenced,
+)
 
 __all__ = [
     "SCRIPTS",
@@ -24,6 +30,9 @@ __all__ = [
     "STATUS_CONSUMER_GONE",
     "STATUS_NOT_ACTIVE",
     "STATUS_OK",
+    "STATUS_PRODUCER_BUSY",
+    "STATUS_PRODUCER_FENCED",
+    "STATUS_PRODUCER_QUEUED",
     "Script",
     "raise_for_status",
 ]
@@ -31,11 +40,18 @@ __all__ = [
 STATUS_OK = 0
 STATUS_CONSUMER_BUSY = 1
 STATUS_CONSUMER_GONE = 2
-STATUS_NOT_ACTIVE = 3
-STATUS_CONSUMER_ASSIGN_ERROR = 4
+STATUS_PRODUCER_BUSY = 3
+STATUS_PRODUCER_FENCED = 4
+#: WaitForExclusive producer queued (``add_producer.lua``); not an error
+STATUS_PRODUCER_QUEUED = 5
+#: Failover: the consumer asking is not the active one (``dispatch.lua``)
+STATUS_NOT_ACTIVE = 6
+STATUS_CONSUMER_ASSIGN_ERROR = 7
 
 _STATUS_ERRORS: dict[int, type[GatewayError]] = {
     STATUS_CONSUMER_BUSY: ConsumerBusy,
+    STATUS_PRODUCER_BUSY: ProducerBusy,
+    STATUS_PRODUCER_FENCED: ProducerFenced,
     STATUS_CONSUMER_ASSIGN_ERROR: ConsumerAssignError,
 }
 

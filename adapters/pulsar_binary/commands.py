@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from adapters.pulsar_binary.codec import Frame, Payload
 from gateway.message_id import MessageId, signed64
+from gateway.schema_registry import SchemaData
 from proto import PulsarApi_pb2 as pb
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "Connect",
     "Flow",
     "GetLastMessageId",
+    "GetOrCreateSchema",
     "GetSchema",
     "GetTopicsOfNamespace",
     "InvalidCommand",
@@ -84,6 +87,11 @@ class Producer:
     producer_name: str | None
     access_mode: int
     epoch: int
+    #: False when the name was assigned by the broker (the client's reconnects send it back)
+    user_provided_name: bool = True
+    #: the topic epoch of an earlier PRODUCER_SUCCESS, echoed on reconnect
+    topic_epoch: int | None = None
+    schema: SchemaData | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +191,15 @@ class GetTopicsOfNamespace:
 class GetSchema:
     request_id: int
     topic: str
+    #: 8-byte big-endian version; None = latest
+    schema_version: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GetOrCreateSchema:
+    request_id: int
+    topic: str
+    schema: SchemaData
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +230,7 @@ Command = (
     | Seek
     | GetTopicsOfNamespace
     | GetSchema
+    | GetOrCreateSchema
     | Unsupported
 )
 
@@ -231,6 +249,17 @@ def _connect(c: pb.BaseCommand, _: Frame) -> Command:
     return Connect(x.client_version, x.protocol_version, x.auth_method_name, x.auth_data)
 
 
+def _schema(s: pb.Schema) -> SchemaData:
+    # Typed as Any: in the generated stubs, Schema.Type.KeyValue shadows the KeyValue message.
+    properties: Any = s.properties
+    return SchemaData(
+        int(s.type),
+        s.name,
+        bytes(s.schema_data),
+        tuple(sorted((p.key, p.value) for p in properties)),
+    )
+
+
 def _producer(c: pb.BaseCommand, _: Frame) -> Command:
     x = c.producer
     return Producer(
@@ -240,7 +269,16 @@ def _producer(c: pb.BaseCommand, _: Frame) -> Command:
         x.producer_name if x.HasField("producer_name") and x.producer_name else None,
         x.producer_access_mode,
         x.epoch,
+        x.user_provided_producer_name,
+        x.topic_epoch if x.HasField("topic_epoch") else None,
+        _schema(x.schema) if x.HasField("schema") else None,
     )
+
+
+def _get_schema(c: pb.BaseCommand, _: Frame) -> Command:
+    x = c.getSchema
+    version = x.schema_version if x.HasField("schema_version") and x.schema_version else None
+    return GetSchema(x.request_id, x.topic, version)
 
 
 def _send(c: pb.BaseCommand, frame: Frame) -> Command:
@@ -341,7 +379,12 @@ _DECODERS: dict[int, Callable[[pb.BaseCommand, Frame], Command]] = {
         c.getTopicsOfNamespace.namespace,
         c.getTopicsOfNamespace.mode,
     ),
-    T.GET_SCHEMA: lambda c, f: GetSchema(c.getSchema.request_id, c.getSchema.topic),
+    T.GET_SCHEMA: _get_schema,
+    T.GET_OR_CREATE_SCHEMA: lambda c, f: GetOrCreateSchema(
+        c.getOrCreateSchema.request_id,
+        c.getOrCreateSchema.topic,
+        _schema(c.getOrCreateSchema.schema),
+    ),
 }
 
 

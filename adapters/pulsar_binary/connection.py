@@ -276,14 +276,28 @@ class ServerConnection:
         self._command(cmd)
 
     def send_producer_success(
-        self, request_id: int, producer_name: str, last_sequence_id: int = -1
+        self,
+        request_id: int,
+        producer_name: str,
+        last_sequence_id: int = -1,
+        *,
+        schema_version: bytes | None = None,
+        topic_epoch: int | None = None,
+        producer_ready: bool = True,
     ) -> None:
+        """``producer_ready=False`` tells a WaitForExclusive producer it is queued; a second
+        PRODUCER_SUCCESS with the same request id and ``producer_ready=True`` follows when it
+        gets the topic (protocol brief 3.2)."""
         cmd = pb.BaseCommand(type=T.PRODUCER_SUCCESS)
         r = cmd.producer_success
         r.request_id = request_id
         r.producer_name = producer_name
         r.last_sequence_id = last_sequence_id
-        r.producer_ready = True
+        if schema_version is not None:
+            r.schema_version = schema_version
+        if topic_epoch is not None:
+            r.topic_epoch = topic_epoch
+        r.producer_ready = producer_ready
         self._command(cmd)
 
     def send_send_receipt(
@@ -387,6 +401,43 @@ class ServerConnection:
         """GET_SCHEMA failures go in its own response, never an ERROR frame (gotcha G7)."""
         cmd = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
         r = cmd.getSchemaResponse
+        r.request_id = request_id
+        r.error_code = error  # type: ignore[assignment]
+        self._error_sent(error)
+        r.error_message = message
+        self._command(cmd)
+
+    def send_get_schema_response(
+        self,
+        request_id: int,
+        schema_type: int,
+        name: str,
+        data: bytes,
+        properties: Sequence[tuple[str, str]],
+        schema_version: bytes,
+    ) -> None:
+        cmd = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
+        r = cmd.getSchemaResponse
+        r.request_id = request_id
+        r.schema.name = name
+        r.schema.schema_data = data
+        r.schema.type = schema_type  # type: ignore[assignment]
+        for key, value in properties:
+            r.schema.properties.add(key=key, value=value)
+        r.schema_version = schema_version
+        self._command(cmd)
+
+    def send_get_or_create_schema_response(self, request_id: int, schema_version: bytes) -> None:
+        cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
+        r = cmd.getOrCreateSchemaResponse
+        r.request_id = request_id
+        r.schema_version = schema_version
+        self._command(cmd)
+
+    def send_get_or_create_schema_error(self, request_id: int, error: int, message: str) -> None:
+        """Failures go in the response itself, like GET_SCHEMA's."""
+        cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
+        r = cmd.getOrCreateSchemaResponse
         r.request_id = request_id
         r.error_code = error  # type: ignore[assignment]
         self._error_sent(error)

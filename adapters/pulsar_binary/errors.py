@@ -17,6 +17,8 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (errors.ConsumerBusy, pb.ConsumerBusy),
     (errors.ConsumerAssignError, pb.ConsumerAssignError),
     (errors.ProducerBusy, pb.ProducerBusy),
+    (errors.ProducerFenced, pb.ProducerFenced),
+    (errors.IncompatibleSchema, pb.IncompatibleSchema),
     (errors.ConsumerNotFound, pb.ConsumerNotFound),
     (errors.ProducerNotFound, pb.NotAllowedError),
     (errors.SubscriptionNotFound, pb.SubscriptionNotFound),

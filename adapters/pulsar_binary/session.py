@@ -23,10 +23,12 @@ from adapters.pulsar_binary.connection import ServerConnection
 from adapters.pulsar_binary.errors import server_error
 from gateway.broker import Broker, start_position
 from gateway.consumer import Consumer, Delivery, InitialPosition, SubscriptionType
+from gateway.deduplication import to_record
 from gateway.errors import GatewayError, NotAllowed
 from gateway.key_shared import KeySharedMode, KeySharedPolicy
 from gateway.message_id import MessageId, stream_id
-from gateway.producer import Producer
+from gateway.producer import Producer, ProducerAccessMode
+from gateway.schema_registry import decode_version, encode_version
 from gateway.topic_name import parse_topic_name
 from proto import PulsarApi_pb2 as pb
 
@@ -35,6 +37,8 @@ __all__ = ["Session"]
 log = logging.getLogger(__name__)
 
 _NON_PERSISTENT = "non-persistent://"
+#: -1 as a MessageIdData field: the receipt of a deduplicated SEND is (-1, -1).
+_MINUS_ONE = (1 << 64) - 1
 
 
 class _ConsumerHandle:
@@ -160,35 +164,122 @@ class Session:
         self._spawn(run())
 
     def _get_schema(self, cmd: c.GetSchema) -> None:
-        # No schema registry yet: "no schema" is TopicNotFound in GET_SCHEMA_RESPONSE,
-        # which the client reads as "decode with your own schema".
-        self.conn.send_get_schema_error(cmd.request_id, pb.TopicNotFound, "No schema found")
+        async def run() -> None:
+            version: int | None = None
+            if cmd.schema_version is not None:
+                version = decode_version(cmd.schema_version)
+                if version is None:
+                    self.conn.send_get_schema_error(
+                        cmd.request_id, pb.TopicNotFound, "Invalid schema version"
+                    )
+                    return
+            try:
+                topic = parse_topic_name(cmd.topic)
+                number, schema = await self.broker.schemas.get(topic, version)
+            except LookupError as exc:
+                # "No schema" is TopicNotFound inside GET_SCHEMA_RESPONSE (protocol brief
+                # 3.4): the client then decodes with its own schema.
+                self.conn.send_get_schema_error(cmd.request_id, pb.TopicNotFound, str(exc))
+                return
+            except GatewayError as exc:
+                self.conn.send_get_schema_error(cmd.request_id, *server_error(exc))
+                return
+            self.conn.send_get_schema_response(
+                cmd.request_id,
+                schema.type,
+                schema.name,
+                schema.data,
+                schema.properties,
+                encode_version(number),
+            )
+
+        self._spawn(run())
+
+    def _get_or_create_schema(self, cmd: c.GetOrCreateSchema) -> None:
+        async def run() -> None:
+            try:
+                topic = parse_topic_name(cmd.topic)
+                version = await self.broker.schemas.register(topic, cmd.schema)
+            except GatewayError as exc:
+                self.conn.send_get_or_create_schema_error(cmd.request_id, *server_error(exc))
+                return
+            self.conn.send_get_or_create_schema_response(cmd.request_id, encode_version(version))
+
+        self._spawn(run())
 
     # -- producers ------------------------------------------------------------------------
+
+    def _send_producer_success(self, request_id: int, producer: Producer) -> None:
+        version = producer.schema_version
+        self.conn.send_producer_success(
+            request_id,
+            producer.name,
+            producer.last_sequence_id,
+            schema_version=None if version is None else encode_version(version),
+            topic_epoch=producer.topic_epoch,
+        )
 
     def _producer(self, cmd: c.Producer) -> None:
         existing = self.producers.get(cmd.producer_id)
         if existing is not None:
-            # A retried PRODUCER for an id we already serve is idempotent.
-            self.conn.send_producer_success(cmd.request_id, existing.name)
+            # A retried PRODUCER for an id we already serve is idempotent (a queued one is
+            # answered when it gets the topic).
+            if not existing.waiting:
+                self._send_producer_success(cmd.request_id, existing)
             return
 
         async def run() -> None:
             try:
-                producer = await self.broker.create_producer(cmd.topic, cmd.producer_name)
+                producer = await self.broker.create_producer(
+                    cmd.topic,
+                    cmd.producer_name,
+                    access_mode=ProducerAccessMode(cmd.access_mode),
+                    epoch=cmd.epoch,
+                    user_provided_name=cmd.user_provided_name,
+                    topic_epoch=cmd.topic_epoch,
+                    schema=cmd.schema,
+                )
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
                 return
-            if self.closed:
+            except ValueError as exc:  # unknown access mode
+                self._error(cmd.request_id, NotAllowed(str(exc)))
                 return
-            self.producers[cmd.producer_id] = producer
-            self.conn.send_producer_success(cmd.request_id, producer.name)
+            if self.closed or cmd.producer_id in self.producers:
+                await self.broker.close_producer(producer)
+                return
+            producer_id = cmd.producer_id
+            producer.on_lost = lambda p: self._producer_lost(producer_id, p)
+            self.producers[producer_id] = producer
+            if producer.waiting:
+                # WaitForExclusive: "queued" now, the real answer when it gets the topic.
+                self.conn.send_producer_success(cmd.request_id, producer.name, producer_ready=False)
+                self.wants_flush()
+                try:
+                    await producer.ready
+                except GatewayError as exc:
+                    if self.producers.get(producer_id) is producer:
+                        del self.producers[producer_id]
+                        self._error(cmd.request_id, exc)
+                    return
+                if self.closed or self.producers.get(producer_id) is not producer:
+                    return
+            self._send_producer_success(cmd.request_id, producer)
 
         self._spawn(run())
 
+    def _producer_lost(self, producer_id: int, producer: Producer) -> None:
+        """The fleet closed this producer (fenced, superseded, lease lost): CLOSE_PRODUCER,
+        so the client reconnects and learns its fate from the next PRODUCER."""
+        if self.producers.get(producer_id) is producer:
+            del self.producers[producer_id]
+            if not self.closed:
+                self.conn.send_close_producer(producer_id)
+                self.wants_flush()
+
     def _send(self, cmd: c.Send) -> None:
         producer = self.producers.get(cmd.producer_id)
-        if producer is None:
+        if producer is None or producer.waiting:
             self.conn.send_send_error(
                 cmd.producer_id,
                 cmd.sequence_id,
@@ -206,22 +297,46 @@ class Session:
         # SEND.num_messages, which a client could set to anything.
         metadata = cmd.payload.metadata
         size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-        fut = producer.publish(cmd.payload.blob, max(size, 1), _sticky_key(metadata))
+        sticky_key = _sticky_key(metadata)
+        fut: asyncio.Future[bytes | int | None]
+        if producer.checked:
+            record = None
+            if producer.deduplication:
+                chunked = metadata.HasField("chunk_id")
+                record = to_record(
+                    cmd.sequence_id,
+                    size,
+                    chunk_id=metadata.chunk_id if chunked else None,
+                    num_chunks=metadata.num_chunks_from_msg if chunked else None,
+                )
+            fut = producer.publish_checked(
+                cmd.payload.blob, max(size, 1), cmd.sequence_id, record, sticky_key
+            )
+        else:
+            fut = producer.publish(cmd.payload.blob, max(size, 1), sticky_key)  # type: ignore[assignment]
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
 
-        def receipt(f: asyncio.Future[bytes]) -> None:
+        def receipt(f: asyncio.Future[bytes | int | None]) -> None:
             if self.closed:
                 return
             exc = f.exception()
-            if exc is not None:
+            entry_id = None if exc is not None else f.result()
+            if exc is not None or entry_id == 0:
                 # Never SEND_ERROR for storage trouble (the client would loop); close the
-                # producer so it reconnects and re-sends its pending messages.
-                log.warning("append failed on %s: %s", producer.topic.full_name, exc)
+                # producer so it reconnects and re-sends its pending messages. A fenced
+                # producer (0) learns it from the ProducerFenced its reconnection gets.
+                if exc is not None:
+                    log.warning("append failed on %s: %s", producer.topic.full_name, exc)
                 if self.producers.get(producer_id) is producer:
                     del self.producers[producer_id]
                     self.conn.send_close_producer(producer_id)
+                    self._spawn(self.broker.close_producer(producer))
+            elif entry_id is None:
+                # A duplicate: Pulsar acknowledges it with message id (-1, -1).
+                self.conn.send_send_receipt(producer_id, sequence_id, _MINUS_ONE, _MINUS_ONE)
             else:
-                ms, _, seq = f.result().partition(b"-")
+                assert isinstance(entry_id, bytes)
+                ms, _, seq = entry_id.partition(b"-")
                 self.conn.send_send_receipt(producer_id, sequence_id, int(ms), int(seq))
             self.wants_flush()
 
@@ -229,10 +344,20 @@ class Session:
 
     def _close_producer(self, cmd: c.CloseProducer) -> None:
         producer = self.producers.pop(cmd.producer_id, None)
-        if producer is not None:
-            producer.close()
-        # SUCCESS always, also for unknown ids (protocol brief 3.2).
-        self.conn.send_success(cmd.request_id)
+        if producer is None:
+            # SUCCESS always, also for unknown ids (protocol brief 3.2).
+            self.conn.send_success(cmd.request_id)
+            return
+
+        async def run() -> None:
+            # Released before SUCCESS, so the name is free once the client hears back.
+            try:
+                await self.broker.close_producer(producer)
+            except GatewayError as exc:
+                log.warning("releasing producer %s failed: %s", producer.name, exc)
+            self.conn.send_success(cmd.request_id)
+
+        self._spawn(run())
 
     # -- consumers ------------------------------------------------------------------------
 
@@ -418,9 +543,13 @@ class Session:
     async def close(self) -> None:
         """The connection is gone: close producers, release consumers' unacked messages."""
         self.closed = True
-        for producer in self.producers.values():
-            producer.close()
+        producers = list(self.producers.values())
         self.producers.clear()
+        for producer in producers:
+            try:
+                await self.broker.close_producer(producer)
+            except GatewayError as exc:
+                log.warning("releasing producer %s failed: %s", producer.name, exc)
         consumers = list(self.consumers.values())
         self.consumers.clear()
         for consumer in consumers:
@@ -506,6 +635,7 @@ _HANDLERS: dict[type, Callable[[Session, Any], None]] = {
     c.Lookup: Session._lookup,
     c.GetTopicsOfNamespace: Session._get_topics_of_namespace,
     c.GetSchema: Session._get_schema,
+    c.GetOrCreateSchema: Session._get_or_create_schema,
     c.Producer: Session._producer,
     c.Send: Session._send,
     c.CloseProducer: Session._close_producer,

@@ -4,9 +4,10 @@ any consumer holds a live lease, as Pulsar refuses while clients are connected
 (PersistentTopic.delete -> TopicBusyException -> 412).
 
 KEYS[1] topic stream   KEYS[2] subscriptions hash (name -> type)
-KEYS[3..] the keys of the subscriptions named in ARGV[3..]
-  (gateway.keys.TopicKeys.subscription_keys); every zset among them is a lease set
-  (member -> expiry ms) that makes the topic busy while a lease is live
+KEYS[3..] the producer registry, epoch, deduplication and schema keys, then the keys of the
+  subscriptions named in ARGV[3..] (gateway.keys.TopicKeys.subscription_keys); every zset
+  among them is a lease set (member -> expiry ms) that makes the topic busy while a lease
+  is live (a connected producer or consumer)
 ARGV[1] '1' force   ARGV[2] '1' dry run (check only)
 ARGV[3..] the subscription names the caller read from KEYS[2]
 

@@ -18,7 +18,7 @@ Returns {code, ...}
   code 0 OK, then 0 (nothing moved for other consumers: see dispatch_key_shared.lua), then
   per delivery: id, fields, redelivery_count, ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
-  code 3 not the active Failover consumer, then the active consumer's uid
+  code 6 not the active Failover consumer, then the active consumer's uid
 ]]
 local k = sub_keys()
 local group, uid, parked = ARGV[1], ARGV[2], ARGV[6]
@@ -31,7 +31,7 @@ redis.call('ZADD', k.consumers, 'XX', now + tonumber(ARGV[5]), uid)
 
 if ARGV[7] == '2' then
   local active = failover_active(k, tonumber(ARGV[8]), now)
-  if active ~= uid then return {3, active or ''} end
+  if active ~= uid then return {6, active or ''} end
 end
 
 local out = {0, 0}

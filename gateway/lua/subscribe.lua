@@ -17,7 +17,7 @@ ARGV[13] '1' durable, '0' non-durable (a reader's: deleted with its last consume
 Returns {code, message, handed_back, active}
   code 0 OK; 1 ConsumerBusy (Exclusive already has a live consumer, or the subscription has
   live consumers of another type or Key_Shared mode: Pulsar ServerCnx/AbstractSubscription
-  rules); 4 ConsumerAssignError (STICKY ranges invalid or taken)
+  rules); 7 ConsumerAssignError (STICKY ranges invalid or taken)
   handed_back: entries returned to the subscription from consumers whose lease expired
   active: Failover's active consumer uid after this subscribe ('' for other types)
 ]]
@@ -55,7 +55,7 @@ if sub_type == '3' then
   redis.call('HSET', k.ranges, '~mode', ARGV[10])
   if ARGV[10] == '1' then
     local err = ks_add_sticky(k, uid, ARGV[11])
-    if err then return {4, err, handed_back, ''} end
+    if err then return {7, err, handed_back, ''} end
   else
     ks_add_auto(k, uid)
   end

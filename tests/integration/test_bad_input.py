@@ -352,12 +352,9 @@ def test_valid_topic_answers_for_comparison(
 
 def test_unsupported_command_with_request_id(conn: RawConnection, live: LivePair) -> None:
     rid = conn.request_id()
-    cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA)
-    cmd.getOrCreateSchema.request_id = rid
-    cmd.getOrCreateSchema.topic = new_topic()
-    cmd.getOrCreateSchema.schema.name = "s"
-    cmd.getOrCreateSchema.schema.schema_data = b""
-    cmd.getOrCreateSchema.schema.type = pb.Schema.String
+    cmd = pb.BaseCommand(type=T.CONSUMER_STATS)
+    cmd.consumerStats.request_id = rid
+    cmd.consumerStats.consumer_id = 1
     conn.send(cmd)
     r = conn.expect(T.ERROR).error
     assert r.request_id == rid

@@ -568,29 +568,26 @@ def test_close_on_gateway_initiative(connected: ServerConnection) -> None:
 # -- unsupported commands ----------------------------------------------------------------
 
 
-def get_or_create_schema(request_id: int) -> bytes:
-    cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA)
-    cmd.getOrCreateSchema.request_id = request_id
-    cmd.getOrCreateSchema.topic = "persistent://public/default/t"
-    cmd.getOrCreateSchema.schema.name = "s"
-    cmd.getOrCreateSchema.schema.schema_data = b""
-    cmd.getOrCreateSchema.schema.type = pb.Schema.String
+def consumer_stats(request_id: int) -> bytes:
+    cmd = pb.BaseCommand(type=T.CONSUMER_STATS)
+    cmd.consumerStats.request_id = request_id
+    cmd.consumerStats.consumer_id = 1
     return codec.encode_command(cmd)
 
 
 def test_unsupported_command_reaches_the_events(connected: ServerConnection) -> None:
-    connected.receive_data(get_or_create_schema(42))
+    connected.receive_data(consumer_stats(42))
     assert_open(connected)
     assert connected.data_to_send() == b""
     (event,) = connected.events_received()
-    assert event == Unsupported(T.GET_OR_CREATE_SCHEMA, "GET_OR_CREATE_SCHEMA", 42)
+    assert event == Unsupported(T.CONSUMER_STATS, "CONSUMER_STATS", 42)
     connected.refuse_unsupported(event)
     cmd = only_command(connected)
     assert cmd.type == T.ERROR
     assert cmd.IsInitialized()
     assert cmd.error.request_id == 42
     assert cmd.error.error == pb.NotAllowedError
-    assert "GET_OR_CREATE_SCHEMA" in cmd.error.message
+    assert "CONSUMER_STATS" in cmd.error.message
     assert_open(connected)
 
 
@@ -608,7 +605,7 @@ def test_unsupported_command_without_request_id(connected: ServerConnection) -> 
 def test_unsupported_command_before_connect_is_refused_and_closes(
     conn: ServerConnection,
 ) -> None:
-    conn.receive_data(get_or_create_schema(11))
+    conn.receive_data(consumer_stats(11))
     cmd = only_command(conn)
     assert cmd.type == T.ERROR
     assert cmd.error.request_id == 11
@@ -772,6 +769,38 @@ def _check_schema_error(r: Any) -> None:
     assert r.error_message == "No schema found"
 
 
+def _check_producer_success_full(r: Any) -> None:
+    assert r.schema_version == b"\x00\x00\x00\x00\x00\x00\x00\x02"
+    assert r.topic_epoch == 3
+    assert r.producer_ready is True
+
+
+def _check_producer_queued(r: Any) -> None:
+    assert r.producer_ready is False
+    assert not r.HasField("topic_epoch")
+
+
+def _check_schema(r: Any) -> None:
+    assert r.request_id == 13
+    assert not r.HasField("error_code")
+    assert (r.schema.type, r.schema.name, r.schema.schema_data) == (pb.Schema.Avro, "n", b"{}")
+    assert [(p.key, p.value) for p in r.schema.properties] == [("k", "v")]
+    assert r.schema_version == bytes(7) + b"\x01"
+
+
+def _check_get_or_create(r: Any) -> None:
+    assert r.request_id == 14
+    assert not r.HasField("error_code")
+    assert r.schema_version == bytes(8)
+
+
+def _check_get_or_create_error(r: Any) -> None:
+    assert r.request_id == 14
+    assert r.error_code == pb.IncompatibleSchema
+    assert r.error_message == "no"
+    assert not r.HasField("schema_version")
+
+
 def _check_ping(r: Any) -> None:
     pass
 
@@ -829,6 +858,35 @@ OUTBOUND: dict[str, Case] = {
         lambda c: c.send_producer_success(1, "prod", 41),
         T.PRODUCER_SUCCESS,
         _check_producer_success_seq,
+    ),
+    "send_producer_success-full": (
+        lambda c: c.send_producer_success(
+            1, "prod", schema_version=bytes(7) + b"\x02", topic_epoch=3
+        ),
+        T.PRODUCER_SUCCESS,
+        _check_producer_success_full,
+    ),
+    "send_producer_success-queued": (
+        lambda c: c.send_producer_success(1, "prod", producer_ready=False),
+        T.PRODUCER_SUCCESS,
+        _check_producer_queued,
+    ),
+    "send_get_schema_response": (
+        lambda c: c.send_get_schema_response(
+            13, pb.Schema.Avro, "n", b"{}", [("k", "v")], bytes(7) + b"\x01"
+        ),
+        T.GET_SCHEMA_RESPONSE,
+        _check_schema,
+    ),
+    "send_get_or_create_schema_response": (
+        lambda c: c.send_get_or_create_schema_response(14, bytes(8)),
+        T.GET_OR_CREATE_SCHEMA_RESPONSE,
+        _check_get_or_create,
+    ),
+    "send_get_or_create_schema_error": (
+        lambda c: c.send_get_or_create_schema_error(14, pb.IncompatibleSchema, "no"),
+        T.GET_OR_CREATE_SCHEMA_RESPONSE,
+        _check_get_or_create_error,
     ),
     "send_send_receipt": (
         lambda c: c.send_send_receipt(2, 17, 1700000000000, 5),
@@ -907,7 +965,8 @@ def test_outbound_frame(connected: ServerConnection, name: str) -> None:
     assert cmd.IsInitialized()
     # CONNECTED is only accepted during the handshake; every other frame must be in the
     # client's accept list for the ready state.
-    if cmd.type != T.CONNECTED:
+    # GET_OR_CREATE_SCHEMA_RESPONSE only answers a command this client never sends.
+    if cmd.type not in (T.CONNECTED, T.GET_OR_CREATE_SCHEMA_RESPONSE):
         assert cmd.type in CLIENT_ACCEPTS, "the official client would drop the connection"
     check(sub_message(cmd))
     # Exactly one sub-message besides `type` (protocol brief 1.3).
