@@ -88,9 +88,14 @@ class NonPersistentProducer(Producer):
         self._manager = manager
 
     def publish(
-        self, blob: bytes, num_messages: int, sticky_key: bytes | None = None
+        self,
+        blob: bytes,
+        num_messages: int,
+        sticky_key: bytes | None = None,
+        chunk: str | None = None,
     ) -> asyncio.Future[bytes]:
-        # Key_Shared is refused on non-persistent topics, so the sticky key is unused.
+        # Key_Shared is refused on non-persistent topics and chunking needs a persistent
+        # one (the client refuses it), so the sticky key and chunk tag are unused.
         ledger, entry = self._manager.next_id()
         payload = _HEADER.pack(ledger, entry, num_messages) + blob
         self._manager.storage.call("PUBLISH", self.topic.keys.non_persistent_channel, payload)

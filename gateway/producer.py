@@ -27,7 +27,14 @@ from gateway.metrics import GatewayMetrics
 from gateway.storage import Storage
 from gateway.topic import Topic
 
-__all__ = ["ENTRY_BLOB", "ENTRY_KEY_HASH", "ENTRY_NUM_MESSAGES", "Producer", "ProducerAccessMode"]
+__all__ = [
+    "ENTRY_BLOB",
+    "ENTRY_CHUNK",
+    "ENTRY_KEY_HASH",
+    "ENTRY_NUM_MESSAGES",
+    "Producer",
+    "ProducerAccessMode",
+]
 
 #: Stream entry field holding the stored blob.
 ENTRY_BLOB = b"m"
@@ -35,6 +42,8 @@ ENTRY_BLOB = b"m"
 ENTRY_NUM_MESSAGES = b"n"
 #: Stream entry field holding the Key_Shared sticky-key hash (absent for keyless entries).
 ENTRY_KEY_HASH = b"h"
+#: Stream entry field of a chunk of a chunked message: ``"<chunk id>:<uuid>"``.
+ENTRY_CHUNK = b"u"
 
 _names = itertools.count()
 
@@ -103,7 +112,11 @@ class Producer:
         return f"{cluster}-{gateway_id}-{next(_names)}"
 
     def publish(
-        self, blob: bytes, num_messages: int, sticky_key: bytes | None = None
+        self,
+        blob: bytes,
+        num_messages: int,
+        sticky_key: bytes | None = None,
+        chunk: str | None = None,
     ) -> asyncio.Future[bytes]:
         """Append one entry; the future resolves with its stream id (``b"ms-seq"``).
 
@@ -112,12 +125,16 @@ class Producer:
             num_messages: messages in the entry (1 unless it is a client batch).
             sticky_key: the entry's ordering key, else its partition key (a batch's is
                 its first message's), for Key_Shared routing; None when it has none.
+            chunk: ``"<chunk id>:<uuid>"`` for a chunk of a chunked message, so that a
+                redelivery naming its last chunk brings back every chunk (``redeliver.lua``).
         """
         args: list[bytes | str | int] = ["XADD", self._stream, "*", ENTRY_BLOB, blob]
         if num_messages > 1:
             args += [ENTRY_NUM_MESSAGES, num_messages]
         if sticky_key is not None:
             args += [ENTRY_KEY_HASH, sticky_key_hash(sticky_key)]
+        if chunk is not None:
+            args += [ENTRY_CHUNK, chunk]
         fut = self._storage.call(*args)
         self._storage.notify(self.topic.keys.notify_channel)
         self._metrics.in_messages += num_messages
@@ -136,6 +153,7 @@ class Producer:
         sequence_id: int,
         record: int | None,
         sticky_key: bytes | None = None,
+        chunk: str | None = None,
     ) -> asyncio.Future[bytes | int | None]:
         """Append one entry after the deduplication and fencing checks, atomically.
 
@@ -149,7 +167,7 @@ class Producer:
             sequence_id: ``CommandSend.sequence_id``.
             record: the highest sequence id to record for the producer, or None for a chunk
                 that is not its message's last (see :func:`gateway.deduplication.to_record`).
-            sticky_key: as for :meth:`publish`.
+            sticky_key, chunk: as for :meth:`publish`.
         """
         exclusive = self.access_mode is not ProducerAccessMode.SHARED
         fut: asyncio.Future[bytes | int | None] = self._storage.eval(
@@ -163,6 +181,7 @@ class Producer:
                 sequence_id,
                 "" if record is None else record,
                 "" if sticky_key is None else sticky_key_hash(sticky_key),
+                "" if chunk is None else chunk,
             ],
         )
         self._storage.notify(self.topic.keys.notify_channel)

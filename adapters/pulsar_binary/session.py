@@ -298,6 +298,7 @@ class Session:
         metadata = cmd.payload.metadata
         size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
         sticky_key = _sticky_key(metadata)
+        chunk = f"{metadata.chunk_id}:{metadata.uuid}" if cmd.is_chunk else None
         fut: asyncio.Future[bytes | int | None]
         if producer.checked:
             record = None
@@ -310,10 +311,12 @@ class Session:
                     num_chunks=metadata.num_chunks_from_msg if chunked else None,
                 )
             fut = producer.publish_checked(
-                cmd.payload.blob, max(size, 1), cmd.sequence_id, record, sticky_key
+                cmd.payload.blob, max(size, 1), cmd.sequence_id, record, sticky_key, chunk
             )
         else:
-            fut = producer.publish(cmd.payload.blob, max(size, 1), sticky_key)  # type: ignore[assignment]
+            fut = producer.publish(  # type: ignore[assignment]
+                cmd.payload.blob, max(size, 1), sticky_key, chunk
+            )
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
 
         def receipt(f: asyncio.Future[bytes | int | None]) -> None:

@@ -100,12 +100,6 @@ def test_unacked_chunked_message_is_redelivered_whole_after_the_consumer_leaves(
         second.receive(timeout_millis=300)
 
 
-@pytest.mark.xfail(
-    reason="needs the dispatch-side mitigation of protocol brief section 9 (REDELIVER naming "
-    "a chunked message's last chunk must redeliver all its chunks); consumer code, not in "
-    "the producers remit",
-    strict=True,
-)
 def test_negatively_acked_chunked_message_is_redelivered_whole(
     gateway_factory, client_factory, topic
 ):
