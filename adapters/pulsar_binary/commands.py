@@ -120,6 +120,7 @@ class Subscribe:
     key_shared_mode: int = 0
     hash_ranges: tuple[tuple[int, int], ...] = ()
     allow_out_of_order: bool = False
+    schema: SchemaData | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +305,7 @@ def _subscribe(c: pb.BaseCommand, _: Frame) -> Command:
         x.keySharedMeta.keySharedMode,
         tuple((r.start, r.end) for r in x.keySharedMeta.hashRanges),
         x.keySharedMeta.allowOutOfOrderDelivery,
+        _schema(x.schema) if x.HasField("schema") else None,
     )
 
 

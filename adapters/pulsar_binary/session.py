@@ -373,6 +373,10 @@ class Session:
             try:
                 topic = parse_topic_name(cmd.topic)
                 sub_type = SubscriptionType(cmd.sub_type)
+                if cmd.schema is not None and topic.persistent:
+                    # Pulsar registers a consumer's schema, or refuses it with
+                    # IncompatibleSchema (ServerCnx addSchemaIfIdleOrCheckCompatible).
+                    await self.broker.schemas.register(topic, cmd.schema)
                 handle = _ConsumerHandle(self, cmd.consumer_id, topic.partition_index)
                 consumer = await self.broker.subscribe(
                     topic,

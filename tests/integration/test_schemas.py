@@ -234,3 +234,21 @@ def test_schemas_with_the_asyncio_client(gateway, topic):
             await client.close()
 
     asyncio.run(run())
+
+
+def test_consumer_schema_is_registered_or_refused(gateway, client, topic):
+    # A typed consumer on a topic with no schema registers its own (version 0)...
+    consumer = client.subscribe(topic, "typed", schema=AvroSchema(Reading))
+    conn = RawConnection(gateway)
+    conn.handshake()
+    reply = get_schema(conn, topic)
+    assert not reply.HasField("error_code")
+    assert reply.schema.type == pb.Schema.Avro
+    assert version(reply.schema_version) == 0
+    conn.close()
+    # ...and a consumer whose schema cannot read the topic's is refused.
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.subscribe(topic, "other", schema=StringSchema())
+    producer = client.create_producer(topic, schema=AvroSchema(Reading))
+    producer.send(Reading(sensor="s", value=3))
+    assert consumer.receive(int(TIMEOUT * 1000)).value().value == 3
