@@ -230,6 +230,18 @@ def test_delete_refused_while_consumer_connected_unless_forced(gateway, client, 
     assert admin("GET", base(gateway)) == (200, [full(topic)])
 
 
+def test_delete_refused_while_producer_connected(gateway, client, topic, redis_clean):
+    producer = client.create_producer(topic)
+    producer.send(b"x")
+    status, body = admin("DELETE", f"{base(gateway)}/{topic}")
+    assert (status, body) == (412, {"reason": "Topic has active producers/subscriptions"})
+    producer.close()
+    assert admin("DELETE", f"{base(gateway)}/{topic}") == (204, None)
+    # the producer registry went with the topic
+    keys = KeySchema().topic(parse_topic_name(topic))
+    assert not redis_clean.exists(keys.producers, keys.producer_owners, keys.stream)
+
+
 def test_delete_partitioned_topic(gateway, client, topic, redis_clean):
     url = f"{base(gateway)}/{topic}/partitions"
     assert admin("PUT", url, 3) == (204, None)
