@@ -33,6 +33,7 @@ from gateway.producer import Producer
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
 from gateway.topic import Topic
+from gateway.topic_maintenance import TopicMaintenance
 from gateway.topic_name import TopicName, parse_topic_name
 
 __all__ = ["Broker", "start_position"]
@@ -80,6 +81,8 @@ class Broker:
         self._channel_subs: dict[str, set[Subscription]] = {}
         self._uids = itertools.count()
         self._lease_task: asyncio.Task[None] | None = None
+        #: retention and message TTL rounds (docs/lifecycle.md)
+        self.maintenance = TopicMaintenance(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -89,6 +92,7 @@ class Broker:
         self._lease_task = asyncio.get_running_loop().create_task(
             self._renew_leases(), name="lease renewal"
         )
+        self.maintenance.start()
         log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
 
     async def close(self) -> None:
@@ -97,6 +101,7 @@ class Broker:
             for consumer in list(sub.consumers):
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
+        await self.maintenance.stop()
         if self._lease_task is not None:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

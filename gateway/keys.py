@@ -28,6 +28,20 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 (``PUBLISH`` after appends and redeliveries)
 ``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
                                                 namespace; producer/subscribe first use
+``P:{T}:maintenance``                   string  retention/TTL round lock: the gateway id
+                                                that owns this topic's round; PX = the
+                                                round interval; ``topic_maintenance.lua``
+``P:{T}:compacted``                     stream  the compacted view (same ids as the topic;
+                                                fields ``m``, ``n``, ``a`` below); renamed
+                                                into place by ``compaction_commit.lua``
+``P:{T}:compacting``                    stream  the view being built; written by the
+                                                compactor (``XADD`` with explicit ids),
+                                                deleted by ``compaction_begin.lua``
+``P:{T}:compaction``                    hash    compaction state: ``status``,
+                                                ``lastError``, ``horizon`` (last id the view
+                                                covers), ``run`` (token of the running
+                                                compactor), ``lease`` (ms); the three
+                                                ``compaction_*.lua`` scripts
 ======================================  ======  ============================================
 
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
@@ -92,6 +106,24 @@ class TopicKeys:
     def consumer_names(self, subscription: str) -> str:
         return f"{self._base}:consumer-names:{subscription}"
 
+    # -- topic lifecycle (docs/lifecycle.md) -------------------------------------------
+
+    @property
+    def maintenance_lock(self) -> str:
+        return f"{self._base}:maintenance"
+
+    @property
+    def compacted(self) -> str:
+        return f"{self._base}:compacted"
+
+    @property
+    def compacting(self) -> str:
+        return f"{self._base}:compacting"
+
+    @property
+    def compaction(self) -> str:
+        return f"{self._base}:compaction"
+
 
 @dataclass(frozen=True, slots=True)
 class KeySchema:
@@ -104,3 +136,8 @@ class KeySchema:
 
     def namespace_topics(self, namespace: str) -> str:
         return f"{self.prefix}:ns:{namespace}:topics"
+
+    def namespace_topics_pattern(self) -> str:
+        """``SCAN MATCH`` glob of every namespace topic set (the prefix glob-escaped)."""
+        prefix = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.prefix)
+        return f"{prefix}:ns:*:topics"

@@ -51,6 +51,7 @@ def key_slot(key: str) -> int:
 
 def topic_keys(keys: TopicKeys, subscriptions: list[str]) -> list[str]:
     out = [keys.stream, keys.subscriptions, keys.notify_channel]
+    out += [keys.maintenance_lock, keys.compacted, keys.compacting, keys.compaction]
     for sub in subscriptions:
         out += [keys.consumers(sub), keys.consumer_names(sub)]
     return out
