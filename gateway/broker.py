@@ -29,6 +29,7 @@ from gateway.errors import GatewayError
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
 from gateway.metrics import GatewayMetrics
+from gateway.policies import Policies
 from gateway.producer import Producer
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
@@ -76,6 +77,7 @@ class Broker:
         self.notifier = Notifier(redis)
         self.schema = KeySchema(config.key_prefix)
         self.metrics = GatewayMetrics()
+        self.policies = Policies(self.storage, self.notifier, self.schema)
         self._topics: dict[str, Topic] = {}
         self._subscriptions: dict[tuple[str, str], Subscription] = {}
         self._channel_subs: dict[str, set[Subscription]] = {}
@@ -89,6 +91,7 @@ class Broker:
     async def start(self) -> None:
         await self.storage.load_scripts()
         await self.notifier.start()
+        self.policies.start()
         self._lease_task = asyncio.get_running_loop().create_task(
             self._renew_leases(), name="lease renewal"
         )

@@ -42,6 +42,13 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 covers), ``run`` (token of the running
                                                 compactor), ``lease`` (ms); the three
                                                 ``compaction_*.lua`` scripts
+``P:policies:ns:<tenant/ns>``           hash    namespace policy name -> JSON value;
+                                                :mod:`gateway.policies` (admin API)
+``P:policies:topic:<topic>``            hash    topic policy name -> JSON value (the
+                                                partitioned topic's name for partitions);
+                                                :mod:`gateway.policies`
+``P:policies:changed``                  pubsub  channel: "some policy changed" (cache
+                                                invalidation); :mod:`gateway.policies`
 ======================================  ======  ============================================
 
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
@@ -141,3 +148,13 @@ class KeySchema:
         """``SCAN MATCH`` glob of every namespace topic set (the prefix glob-escaped)."""
         prefix = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.prefix)
         return f"{prefix}:ns:*:topics"
+
+    def namespace_policies(self, namespace: str) -> str:
+        return f"{self.prefix}:policies:ns:{namespace}"
+
+    def topic_policies(self, topic: TopicName | str) -> str:
+        return f"{self.prefix}:policies:topic:{topic}"
+
+    @property
+    def policies_channel(self) -> str:
+        return f"{self.prefix}:policies:changed"

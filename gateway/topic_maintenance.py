@@ -185,11 +185,9 @@ class TopicMaintenance:
 
     async def lifecycle(self, topic: TopicName | str) -> Lifecycle:
         """Resolve the TTL and retention of ``topic``: topic policy, namespace policy, default."""
-        policies: PolicySource | None = getattr(self.broker, "policies", None)
-        ttl, retention = None, None
-        if policies is not None:
-            ttl = parse_ttl(await policies.effective(topic, MESSAGE_TTL))
-            retention = parse_retention(await policies.effective(topic, RETENTION))
+        policies: PolicySource = self.broker.policies
+        ttl = parse_ttl(await policies.effective(topic, MESSAGE_TTL))
+        retention = parse_retention(await policies.effective(topic, RETENTION))
         explicit = retention is not None
         minutes, mb = retention if retention is not None else self.default_retention
         return Lifecycle(

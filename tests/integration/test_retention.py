@@ -275,38 +275,39 @@ def test_background_rounds_apply_ttl_and_report_metrics(
     assert "pulsar_gateway_retention_trimmed_entries_total 2.0" in text
 
 
-def test_policies_override_the_defaults(
+def test_admin_policies_override_the_defaults(
     make_gateway: Callable[..., GatewayThread], client_factory: Any, redis_clean: Any, topic: str
 ) -> None:
     gw = make_gateway()
-    broker = gw.gateway.broker
-    policies = getattr(broker, "policies", None)
-    if policies is None:
-        pytest.skip("gateway.policies is not merged into this branch yet")
     client = client_factory(gw.url)
-    name = parse_topic_name(topic)
-    # Namespace: infinite retention; topic: a TTL of one second.
-    gw.call(
-        policies.set_namespace(
-            name.namespace, "retention", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
-        )
-    )
-    gw.call(policies.set_topic(name, "messageTTL", 1))
+    other = f"{topic}-nosub"
+    admin = f"{gw.http_url}/admin/v2"
+
+    async def configure() -> None:
+        async with aiohttp.ClientSession() as http:
+            for url, kwargs in [
+                # namespace: infinite retention; topic: TTL 1 s; the other topic: none
+                (
+                    f"{admin}/namespaces/public/default/retention",
+                    {"json": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}},
+                ),
+                (f"{admin}/persistent/public/default/{topic}/messageTTL?messageTTL=1", {}),
+                (
+                    f"{admin}/persistent/public/default/{other}/retention",
+                    {"json": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}},
+                ),
+            ]:
+                async with http.post(url, **kwargs) as response:
+                    assert response.status == 204, await response.text()
+
+    gw.call(configure())
     client.subscribe(topic, "idle", consumer_type=Shared).close()
     produce(client, topic, 2)
+    produce(client, other, 2)
     time.sleep(1.1)
     result = step(gw)
-    assert (result.expired, result.trimmed) == (2, 0)
+    assert (result.expired, result.trimmed) == (2, 2)
+    # TTL acknowledged the topic's messages, the namespace's infinite retention keeps them;
     assert redis_clean.xlen(stream_key(topic)) == 2
-    # An explicit retention policy applies to a topic without subscriptions too.
-    other = f"{topic}-nosub"
-    produce(client, other, 2)
-    gw.call(
-        policies.set_topic(
-            parse_topic_name(other),
-            "retention",
-            {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
-        )
-    )
-    step(gw)
+    # an explicit retention policy applies to a topic without subscriptions.
     assert redis_clean.xlen(stream_key(other)) == 0

@@ -1,0 +1,161 @@
+"""Admin REST v2: namespace and topic policies, with Pulsar's paths and JSON.
+
+Namespace level (``Namespaces.java``): ``GET/POST/DELETE
+/admin/v2/namespaces/{tenant}/{namespace}/{segment}``, value in the POST body.
+Topic level (``PersistentTopics.java``, PIP-39): ``GET/POST/DELETE
+/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}/{segment}``; the path
+segment differs for deduplication (``deduplicationEnabled``), and Pulsar takes the topic
+message TTL from the ``messageTTL`` query parameter rather than the body.
+
+Unset policies read as JSON ``null``; POST and DELETE answer 204 No Content, and invalid
+values get 412 Precondition Failed with a JSON ``reason``, as Pulsar does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from gateway.broker import Broker
+from gateway.errors import InvalidTopicName
+from gateway.topic_name import parse_topic_name
+
+__all__ = ["POLICIES", "PolicySpec", "add_routes"]
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("expected an integer >= 0")
+    return value
+
+
+def _retention(value: Any) -> dict[str, int]:
+    # RetentionPolicies: -1 = infinite, 0 = none (Pulsar's checkRetentionPolicies).
+    if not isinstance(value, dict):
+        raise ValueError('expected {"retentionTimeInMinutes": int, "retentionSizeInMB": int}')
+    out = {}
+    for field in ("retentionTimeInMinutes", "retentionSizeInMB"):
+        item = value.get(field, 0)
+        if isinstance(item, bool) or not isinstance(item, int) or item < -1:
+            raise ValueError(f"{field} must be an integer >= -1")
+        out[field] = item
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """One policy: its stored name, its path segments and how to validate a value."""
+
+    name: str
+    namespace_segment: str
+    topic_segment: str
+    validate: Callable[[Any], Any]
+    topic_query: str | None = None  # topic-level value taken from this query parameter
+
+
+POLICIES: tuple[PolicySpec, ...] = (
+    PolicySpec("deduplication", "deduplication", "deduplicationEnabled", _bool),
+    PolicySpec("messageTTL", "messageTTL", "messageTTL", _non_negative_int, "messageTTL"),
+    PolicySpec("retention", "retention", "retention", _retention),
+    PolicySpec(
+        "compactionThreshold", "compactionThreshold", "compactionThreshold", _non_negative_int
+    ),
+)
+
+
+def _fail(status: type[web.HTTPException], reason: str) -> web.HTTPException:
+    # The json_errors middleware turns the reason into Pulsar's {"reason": ...} body.
+    return status(reason=reason.replace("\n", " "))
+
+
+async def _read_value(request: web.Request, spec: PolicySpec, topic_level: bool) -> Any:
+    if topic_level and spec.topic_query is not None:
+        raw = request.query.get(spec.topic_query)
+        if raw is None:
+            raise _fail(web.HTTPPreconditionFailed, f"Missing query parameter {spec.topic_query}")
+    else:
+        raw = await request.text()
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise _fail(web.HTTPBadRequest, f"Invalid JSON: {exc}") from None
+    try:
+        return spec.validate(value)
+    except ValueError as exc:
+        raise _fail(web.HTTPPreconditionFailed, f"Invalid {spec.name}: {exc}") from None
+
+
+def _namespace(request: web.Request) -> str:
+    tenant, namespace = request.match_info["tenant"], request.match_info["namespace"]
+    try:
+        parse_topic_name(f"persistent://{tenant}/{namespace}/x")
+    except InvalidTopicName as exc:
+        raise _fail(web.HTTPPreconditionFailed, f"Invalid namespace: {exc}") from None
+    return f"{tenant}/{namespace}"
+
+
+def _topic(request: web.Request) -> str:
+    info = request.match_info
+    name = f"{info['domain']}://{info['tenant']}/{info['namespace']}/{info['topic']}"
+    try:
+        return str(parse_topic_name(name))
+    except InvalidTopicName as exc:
+        raise _fail(web.HTTPPreconditionFailed, f"Invalid topic name: {exc}") from None
+
+
+def _namespace_handler(spec: PolicySpec, broker_key: web.AppKey[Broker]) -> Any:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        policies = request.app[broker_key].policies
+        namespace = _namespace(request)
+        if request.method == "GET":
+            return web.json_response(await policies.get_namespace(namespace, spec.name))
+        if request.method == "POST":
+            value = await _read_value(request, spec, topic_level=False)
+            await policies.set_namespace(namespace, spec.name, value)
+        else:
+            await policies.delete_namespace(namespace, spec.name)
+        return web.Response(status=204)
+
+    return handle
+
+
+def _topic_handler(spec: PolicySpec, broker_key: web.AppKey[Broker]) -> Any:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        policies = request.app[broker_key].policies
+        topic = _topic(request)
+        if request.method == "GET":
+            return web.json_response(await policies.get_topic(topic, spec.name))
+        if request.method == "POST":
+            value = await _read_value(request, spec, topic_level=True)
+            await policies.set_topic(topic, spec.name, value)
+        else:
+            await policies.delete_topic(topic, spec.name)
+        return web.Response(status=204)
+
+    return handle
+
+
+def add_routes(app: web.Application, broker_key: web.AppKey[Broker]) -> None:
+    """Register every policy's namespace- and topic-level routes."""
+    for spec in POLICIES:
+        ns_path = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{spec.namespace_segment}"
+        topic_path = (
+            "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/"
+            + spec.topic_segment
+        )
+        for path, handler in (
+            (ns_path, _namespace_handler(spec, broker_key)),
+            (topic_path, _topic_handler(spec, broker_key)),
+        ):
+            for method in ("GET", "POST", "DELETE"):
+                app.router.add_route(method, path, handler)
