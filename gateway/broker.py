@@ -18,6 +18,7 @@ import secrets
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from gateway.compaction import CompactionService
 from gateway.config import GatewayConfig
 from gateway.consumer import (
     Consumer,
@@ -85,6 +86,8 @@ class Broker:
         self._lease_task: asyncio.Task[None] | None = None
         #: retention and message TTL rounds (docs/lifecycle.md)
         self.maintenance = TopicMaintenance(self)
+        #: topic compaction; its EntryInspector is given by gateway/main.py
+        self.compaction = CompactionService(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -105,6 +108,7 @@ class Broker:
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
         await self.maintenance.stop()
+        await self.compaction.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
