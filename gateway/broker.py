@@ -26,7 +26,7 @@ from gateway.consumer import (
     InitialPosition,
     SubscriptionType,
 )
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, NotAllowed
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
 from gateway.metrics import GatewayMetrics
@@ -152,6 +152,7 @@ class Broker:
         initial_position: InitialPosition = InitialPosition.LATEST,
         durable: bool = True,
         start_message_id: MessageId | None = None,
+        read_compacted: bool = False,
     ) -> Consumer:
         """Attach a consumer to a subscription, creating topic and subscription on first use.
 
@@ -161,6 +162,12 @@ class Broker:
             StorageError: Redis failed.
         """
         topic = self.topic(name)
+        if read_compacted and sub_type not in (
+            SubscriptionType.EXCLUSIVE,
+            SubscriptionType.FAILOVER,
+        ):
+            # PersistentTopic.subscribe refuses it the same way
+            raise NotAllowed("readCompacted only allowed on failover or exclusive subscriptions")
         await topic.register()
         key = (topic.full_name, subscription)
         sub = self._subscriptions.get(key)
@@ -172,6 +179,7 @@ class Broker:
             if not subs:
                 self.notifier.subscribe(channel, lambda: self._wake_channel(channel))
             subs.add(sub)
+        sub.read_compacted = read_compacted
         uid = f"{self.gateway_id}-{next(self._uids)}"
         position = start_position(initial_position, None if durable else start_message_id)
         try:

@@ -35,19 +35,21 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Counter
 
 from gateway.errors import GatewayError, NotAllowed, TopicNotFound
-from gateway.keys import TopicKeys
+from gateway.keys import PARKED_CONSUMER, TopicKeys
 from gateway.producer import ENTRY_BLOB, ENTRY_NUM_MESSAGES
 from gateway.topic_name import TopicName, parse_topic_name
 
 if TYPE_CHECKING:
     from gateway.broker import Broker
+    from gateway.consumer import Consumer
+    from gateway.subscription import Subscription
 
 __all__ = [
     "ENTRY_ACK_SET",
@@ -60,6 +62,7 @@ __all__ = [
     "ack_set_words",
     "format_ack_set",
     "parse_ack_set",
+    "read_compacted_request",
 ]
 
 log = logging.getLogger(__name__)
@@ -362,3 +365,50 @@ class CompactionService:
                 writes.clear()
         await asyncio.gather(*writes)
         return written
+
+
+# -- reading the compacted view ------------------------------------------------------------
+
+
+def read_compacted_request(
+    sub: Subscription,
+    consumer: Consumer,
+    permits: int,
+    fallback: Callable[[], asyncio.Future[Any]],
+) -> asyncio.Future[Any]:
+    """Dispatch for a read_compacted subscription: ``dispatch_compacted.lua`` while the
+    subscription is at or before the compaction horizon, else ``fallback`` (the ordinary
+    dispatch). Resolves with a reply in ``dispatch.lua``'s format either way."""
+    keys = sub.topic.keys
+    result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    call = sub.storage.eval(
+        "dispatch_compacted",
+        [keys.stream, sub.consumers_key, keys.compaction, keys.compacted],
+        [
+            sub.name,
+            consumer.uid,
+            permits,
+            1,
+            sub.lease_ms,
+            PARKED_CONSUMER,
+        ],
+    )
+
+    def chain(source: asyncio.Future[Any]) -> None:
+        if result.done():
+            return
+        if source.cancelled():
+            result.cancel()
+        elif (exc := source.exception()) is not None:
+            result.set_exception(exc)
+        else:
+            result.set_result(source.result())
+
+    def done(fut: asyncio.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is None and fut.result()[0] == 3:
+            fallback().add_done_callback(chain)
+        else:
+            chain(fut)
+
+    call.add_done_callback(done)
+    return result

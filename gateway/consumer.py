@@ -55,6 +55,8 @@ class Delivery:
     blob: bytes
     num_messages: int
     redelivery_count: int
+    #: batch indexes to deliver (Pulsar ack_set words), set for partly compacted batches
+    ack_set: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from gateway.compaction import ENTRY_ACK_SET, parse_ack_set, read_compacted_request
 from gateway.consumer import Consumer, Delivery
 from gateway.errors import GatewayError
 from gateway.keys import PARKED_CONSUMER
@@ -57,13 +58,16 @@ def parse_deliveries(reply: list[Any]) -> list[Delivery]:
         fields = reply[i + 1]
         blob = b""
         num = 1
+        ack_set: tuple[int, ...] = ()
         for j in range(0, len(fields), 2):
             name = fields[j]
             if name == ENTRY_BLOB:
                 blob = fields[j + 1]
             elif name == ENTRY_NUM_MESSAGES:
                 num = int(fields[j + 1])
-        out.append(Delivery(reply[i], blob, num, int(reply[i + 2])))
+            elif name == ENTRY_ACK_SET:
+                ack_set = parse_ack_set(fields[j + 1])
+        out.append(Delivery(reply[i], blob, num, int(reply[i + 2]), ack_set))
     return out
 
 
@@ -181,8 +185,14 @@ class Dispatcher:
             delivered += self._deliver(consumer, deliveries, messages)
         return delivered
 
-    def _request(self, consumer: Consumer, permits: int) -> asyncio.Future[Any]:
+    def _request(
+        self, consumer: Consumer, permits: int, compacted: bool = True
+    ) -> asyncio.Future[Any]:
         sub = self.subscription
+        if compacted and sub.read_compacted:  # the compacted view first (docs/lifecycle.md)
+            return read_compacted_request(
+                sub, consumer, permits, lambda: self._request(consumer, permits, False)
+            )
         return sub.storage.eval(
             "dispatch",
             [sub.topic.keys.stream, sub.consumers_key],

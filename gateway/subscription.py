@@ -53,6 +53,8 @@ class Subscription:
         self.names_key = topic.keys.consumer_names(name)
         self.lease_ms = int(broker.config.consumer_lease_seconds * 1000)
         self.dispatcher = Dispatcher(self)
+        #: readers/consumers with read_compacted see the compacted view (docs/lifecycle.md)
+        self.read_compacted = False
 
     async def attach(
         self, uid: str, consumer_name: str, sink: ConsumerSink, start_position: bytes

@@ -309,11 +309,12 @@ class ServerConnection:
         partition: int,
         redelivery_count: int,
         blob: bytes,
+        ack_set: Sequence[int] = (),
     ) -> None:
         """A MESSAGE frame carrying a stored entry, forwarded without re-encoding."""
         self._out.append(
             codec.encode_message(
-                consumer_id, ledger_id, entry_id, partition, redelivery_count, blob
+                consumer_id, ledger_id, entry_id, partition, redelivery_count, blob, ack_set
             )
         )
 

@@ -48,7 +48,7 @@ class _ConsumerHandle:
         cid, partition = self.consumer_id, self.partition
         for d in deliveries:
             ms, _, seq = d.stream_id.partition(b"-")
-            send(cid, int(ms), int(seq), partition, d.redelivery_count, d.blob)
+            send(cid, int(ms), int(seq), partition, d.redelivery_count, d.blob, d.ack_set)
         self.session.wants_flush()
 
     def closed_by_gateway(self, consumer: Consumer) -> None:
@@ -244,6 +244,7 @@ class Session:
                     initial_position=InitialPosition(cmd.initial_position),
                     durable=cmd.durable,
                     start_message_id=cmd.start_message_id,
+                    read_compacted=cmd.read_compacted,
                 )
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)

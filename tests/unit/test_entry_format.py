@@ -71,9 +71,7 @@ def test_single_message_key_and_tombstones() -> None:
 
 
 def test_compressed_single_message_uses_its_uncompressed_size() -> None:
-    blob = single(
-        compress(pb.LZ4, b""), partition_key="k", compression=pb.LZ4, uncompressed_size=0
-    )
+    blob = single(compress(pb.LZ4, b""), partition_key="k", compression=pb.LZ4, uncompressed_size=0)
     assert inspector.messages(blob) == [MessageKey("k", True)]
     blob = single(
         compress(pb.LZ4, b"v"), partition_key="k", compression=pb.LZ4, uncompressed_size=1
