@@ -48,7 +48,8 @@ elseif op == 'commit' then
       redis.call('DEL', view)  -- every key was deleted
     end
   end
-  redis.call('HSET', state, 'status', 'SUCCESS', 'lastError', '', 'horizon', ARGV[3])
+  redis.call('HSET', state, 'status', 'SUCCESS', 'lastError', '')
+  if ARGV[3] ~= '' then redis.call('HSET', state, 'horizon', ARGV[3]) end
   redis.call('HDEL', state, 'run', 'lease')
 elseif op == 'fail' then
   redis.call('DEL', building)

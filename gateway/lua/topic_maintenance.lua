@@ -101,7 +101,7 @@ if (#groups > 0 or trim_unsubscribed) and budget > 0 and (keep_min >= 0 or keep_
   -- Once compacted, the compactor is a reader that has consumed up to its horizon
   -- (Pulsar's __compaction subscription): later entries wait for the next compaction.
   local horizon = redis.call('HGET', compaction, 'horizon')
-  if horizon then keep_from(after(horizon)) end
+  if horizon and horizon ~= '' then keep_from(after(horizon)) end
 
   -- the removable prefix, at most `budget` entries (+1 to see where it ends)
   local head

@@ -251,6 +251,20 @@ def test_every_key_deleted_leaves_an_empty_view(
     assert records(read_all(reader)) == [("k", b"w")]
 
 
+def test_compacting_a_topic_without_entries_succeeds(
+    gw: GatewayThread, client_factory: Any, redis_clean: Any, topic: str
+) -> None:
+    client = client_factory(gw.url)
+    client.subscribe(topic, "s", Exclusive)  # the stream exists, with no entries
+    compact(gw, topic)  # Pulsar: "Skip compaction of the empty topic", SUCCESS
+    state = KeySchema().topic(parse_topic_name(topic)).compaction
+    assert redis_clean.hget(state, "horizon") is None
+    assert gw.call(gw.gateway.broker.maintenance.run_once()).errors == 0
+    produce(client, topic, [("k", b"v")], batching_enabled=False)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    assert records(read_all(reader)) == [("k", b"v")]
+
+
 # -- admin API and refusals --------------------------------------------------------------------
 
 
