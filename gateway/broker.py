@@ -27,9 +27,12 @@ from gateway.consumer import (
     SubscriptionType,
 )
 from gateway.errors import GatewayError, NotAllowed
+from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
 from gateway.metrics import GatewayMetrics
+from gateway.non_persistent import NonPersistentTopics
+from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer
 from gateway.storage import Notifier, Storage
@@ -79,6 +82,7 @@ class Broker:
         self.schema = KeySchema(config.key_prefix)
         self.metrics = GatewayMetrics()
         self.policies = Policies(self.storage, self.notifier, self.schema)
+        self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
         self._topics: dict[str, Topic] = {}
         self._subscriptions: dict[tuple[str, str], Subscription] = {}
         self._channel_subs: dict[str, set[Subscription]] = {}
@@ -88,6 +92,7 @@ class Broker:
         self.maintenance = TopicMaintenance(self)
         #: topic compaction; its EntryInspector is given by gateway/main.py
         self.compaction = CompactionService(self)
+        self.non_persistent = NonPersistentTopics(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -109,6 +114,7 @@ class Broker:
                     await consumer.close()
         await self.maintenance.stop()
         await self.compaction.close()
+        await self.non_persistent.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -128,15 +134,17 @@ class Broker:
         return topic
 
     async def partitioned_metadata(self, name: TopicName | str) -> int:
-        """Number of partitions of a topic; 0 for a non-partitioned one."""
-        self.topic(name)  # validates the name
-        return 0
+        """Number of partitions of a topic; 0 for a non-partitioned one or a partition."""
+        topic = self.topic(name)  # validates the name
+        return await self.partitioned_topics.partitions(topic.name)
 
     async def create_producer(self, name: TopicName | str, producer_name: str | None) -> Producer:
         topic = self.topic(name)
         await topic.register()
         if not producer_name:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
+        if not topic.name.persistent:
+            return self.non_persistent.producer(topic, producer_name)
         return Producer(topic, producer_name, self.storage, self.metrics)
 
     # -- subscriptions -------------------------------------------------------------------
@@ -153,12 +161,15 @@ class Broker:
         durable: bool = True,
         start_message_id: MessageId | None = None,
         read_compacted: bool = False,
+        priority_level: int = 0,
+        key_shared: KeySharedPolicy | None = None,
     ) -> Consumer:
         """Attach a consumer to a subscription, creating topic and subscription on first use.
 
         Raises:
             InvalidTopicName: bad topic name.
             ConsumerBusy: the Exclusive rule or a subscription type clash.
+            ConsumerAssignError: Key_Shared STICKY ranges refused.
             StorageError: Redis failed.
         """
         topic = self.topic(name)
@@ -169,6 +180,11 @@ class Broker:
             # PersistentTopic.subscribe refuses it the same way
             raise NotAllowed("readCompacted only allowed on failover or exclusive subscriptions")
         await topic.register()
+        if not topic.name.persistent:
+            uid = f"{self.gateway_id}-{next(self._uids)}"
+            return await self.non_persistent.subscribe(
+                topic, subscription, sub_type, consumer_name, sink, uid
+            )
         key = (topic.full_name, subscription)
         sub = self._subscriptions.get(key)
         if sub is None:
@@ -183,7 +199,14 @@ class Broker:
         uid = f"{self.gateway_id}-{next(self._uids)}"
         position = start_position(initial_position, None if durable else start_message_id)
         try:
-            return await sub.attach(uid, consumer_name, sink, position)
+            return await sub.attach(
+                uid,
+                consumer_name,
+                sink,
+                position,
+                priority_level=priority_level,
+                key_shared=key_shared,
+            )
         except BaseException:
             if not sub.consumers:
                 self.drop_subscription(sub)

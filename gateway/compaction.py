@@ -42,26 +42,24 @@ from typing import TYPE_CHECKING, Any, Protocol
 from prometheus_client import Counter
 
 from gateway.errors import GatewayError, NotAllowed, TopicNotFound
-from gateway.keys import PARKED_CONSUMER, TopicKeys
+from gateway.keys import TopicKeys
 from gateway.producer import ENTRY_BLOB, ENTRY_NUM_MESSAGES
 from gateway.topic_name import TopicName, parse_topic_name
 
 if TYPE_CHECKING:
     from gateway.broker import Broker
-    from gateway.consumer import Consumer
     from gateway.subscription import Subscription
 
 __all__ = [
     "ENTRY_ACK_SET",
+    "STATUS_NOT_COMPACTED",
     "CompactionAlreadyRunning",
     "CompactionResult",
     "CompactionService",
     "EntryFormatError",
     "EntryInspector",
     "MessageKey",
-    "ack_set_words",
-    "format_ack_set",
-    "parse_ack_set",
+    "ack_set_bits",
     "read_compacted_request",
 ]
 
@@ -69,6 +67,8 @@ log = logging.getLogger(__name__)
 
 #: Compacted-view entry field: the ack_set of a partly compacted batch.
 ENTRY_ACK_SET = b"a"
+#: ``dispatch_compacted.lua``: nothing at or before the horizon, use the ordinary dispatch.
+STATUS_NOT_COMPACTED = 100
 #: Entries read per XRANGE.
 CHUNK = 500
 #: Lease of a running compaction, ms; renewed every chunk.
@@ -125,22 +125,11 @@ class CompactionResult:
     keys: int
 
 
-def ack_set_words(keep: Sequence[bool]) -> list[int]:
-    """Pulsar's ack_set for a batch: Java ``BitSet`` words (int64, two's complement) with bit
-    i set when message i is still to be delivered (protocol brief 3.3, MESSAGE.ack_set)."""
-    words = [0] * ((len(keep) + 63) // 64)
-    for i, kept in enumerate(keep):
-        if kept:
-            words[i // 64] |= 1 << (i % 64)
-    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]
-
-
-def format_ack_set(words: Sequence[int]) -> bytes:
-    return b",".join(b"%d" % w for w in words)
-
-
-def parse_ack_set(raw: bytes) -> tuple[int, ...]:
-    return tuple(int(w) for w in raw.split(b",")) if raw else ()
+def ack_set_bits(keep: Sequence[bool]) -> bytes:
+    """Pulsar's ack_set of a partly compacted batch in the scripts' form: one ``"1"`` per
+    message still delivered, ``"0"`` per message compacted out (``gateway.consumer``
+    ``ack_set_words`` turns it into the wire's Java ``BitSet`` words)."""
+    return b"".join(b"1" if kept else b"0" for kept in keep)
 
 
 def _fields(raw: list[Any]) -> dict[bytes, bytes]:
@@ -354,7 +343,7 @@ class CompactionService:
                     continue
                 if not all(keep):
                     blob = inspector.rewrite(blob, keep)
-                    extra = [ENTRY_ACK_SET, format_ack_set(ack_set_words(keep))]
+                    extra = [ENTRY_ACK_SET, ack_set_bits(keep)]
             args: list[Any] = ["XADD", keys.compacting, entry_id, ENTRY_BLOB, blob]
             if ENTRY_NUM_MESSAGES in fields:
                 args += [ENTRY_NUM_MESSAGES, fields[ENTRY_NUM_MESSAGES]]
@@ -372,26 +361,17 @@ class CompactionService:
 
 def read_compacted_request(
     sub: Subscription,
-    consumer: Consumer,
-    permits: int,
+    args: Sequence[Any],
     fallback: Callable[[], asyncio.Future[Any]],
 ) -> asyncio.Future[Any]:
-    """Dispatch for a read_compacted subscription: ``dispatch_compacted.lua`` while the
-    subscription is at or before the compaction horizon, else ``fallback`` (the ordinary
-    dispatch). Resolves with a reply in ``dispatch.lua``'s format either way."""
+    """Dispatch for a read_compacted subscription: ``dispatch_compacted.lua`` (``args`` as
+    ``dispatch.lua``'s) while the subscription is at or before the compaction horizon, else
+    ``fallback``, the ordinary dispatch. Resolves with a reply in ``dispatch.lua``'s format
+    either way."""
     keys = sub.topic.keys
     result: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     call = sub.storage.eval(
-        "dispatch_compacted",
-        [keys.stream, sub.consumers_key, keys.compaction, keys.compacted],
-        [
-            sub.name,
-            consumer.uid,
-            permits,
-            1,
-            sub.lease_ms,
-            PARKED_CONSUMER,
-        ],
+        "dispatch_compacted", [*sub.keys, keys.compaction, keys.compacted], args
     )
 
     def chain(source: asyncio.Future[Any]) -> None:
@@ -405,7 +385,11 @@ def read_compacted_request(
             result.set_result(source.result())
 
     def done(fut: asyncio.Future[Any]) -> None:
-        if not fut.cancelled() and fut.exception() is None and fut.result()[0] == 3:
+        if (
+            not fut.cancelled()
+            and fut.exception() is None
+            and fut.result()[0] == STATUS_NOT_COMPACTED
+        ):
             fallback().add_done_callback(chain)
         else:
             chain(fut)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from gateway.errors import NotAllowed
 from gateway.keys import PARKED_CONSUMER
 from gateway.message_id import MessageId
 
@@ -28,6 +29,8 @@ __all__ = [
     "InitialPosition",
     "LastMessageId",
     "SubscriptionType",
+    "ack_set_bits",
+    "ack_set_words",
 ]
 
 
@@ -49,14 +52,39 @@ class InitialPosition(enum.IntEnum):
 
 @dataclass(slots=True)
 class Delivery:
-    """One stream entry handed to a consumer."""
+    """One stream entry handed to a consumer.
+
+    ``ack_set`` is set for a partly acknowledged batch: Pulsar's ``CommandMessage.ack_set``
+    words, bit i = message i still unacked (``num_messages`` then counts only those).
+    """
 
     stream_id: bytes
     blob: bytes
     num_messages: int
     redelivery_count: int
-    #: batch indexes to deliver (Pulsar ack_set words), set for partly compacted batches
     ack_set: tuple[int, ...] = ()
+
+
+def ack_set_bits(words: Sequence[int]) -> str:
+    """Pulsar ack-set words (a Java ``BitSet``'s ``long[]``: index i is bit i mod 64 of word
+    i / 64; set = not yet acknowledged) -> the ``"0"``/``"1"`` string the scripts store."""
+    return "".join("1" if (word >> bit) & 1 else "0" for word in words for bit in range(64)).rstrip(
+        "0"
+    )
+
+
+def ack_set_words(bits: str | bytes) -> tuple[int, ...]:
+    """The inverse of :func:`ack_set_bits`: signed 64-bit words, as the wire carries them."""
+    if isinstance(bits, bytes):
+        bits = bits.decode()
+    words = []
+    for start in range(0, len(bits), 64):
+        word = 0
+        for i, char in enumerate(bits[start : start + 64]):
+            if char == "1":
+                word |= 1 << i
+        words.append(word - (1 << 64) if word >> 63 else word)
+    return tuple(words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +109,10 @@ class ConsumerSink(Protocol):
         """Send ``deliveries`` to the client (permits were already taken)."""
 
     def closed_by_gateway(self, consumer: Consumer) -> None:
-        """The core closed the consumer (lease lost); the client should re-subscribe."""
+        """The core closed the consumer (lease lost, seek); the client should re-subscribe."""
+
+    def active_changed(self, consumer: Consumer, active: bool) -> None:
+        """A Failover consumer became the active one, or stopped being it."""
 
 
 class Consumer:
@@ -94,8 +125,14 @@ class Consumer:
         self.sink = sink
         self.permits = 0
         self.closed = False
+        #: Failover: whether this is the subscription's active consumer (None: not known yet)
+        self.active: bool | None = None
+        #: Set once the client acks batch indexes or gets a partly acked batch: its whole-entry
+        #: acks then also clear the entry's stored ack set.
+        self.batch_acks = False
         self._storage = subscription.storage
         self._stream = subscription.topic.keys.stream
+        self._ack_sets = subscription.topic.keys.ack_sets(subscription.name)
         self._metrics = subscription.broker.metrics
         #: Pulsar counts redeliveries only on Shared and Key_Shared subscriptions
         #: (``RedeliveryTrackerDisabled`` for the others); the client's dead-letter logic
@@ -121,23 +158,55 @@ class Consumer:
                 d.redelivery_count = 0
         self.permits -= messages
         self._metrics.out_messages += messages
+        if not self.batch_acks and any(d.ack_set for d in deliveries):
+            self.batch_acks = True
         self.sink.deliver(self, deliveries)
+
+    def set_active(self, active: bool) -> None:
+        """Record Failover activity; tell the client when it changes
+        (``ACTIVE_CONSUMER_CHANGE``)."""
+        if active != self.active and not self.closed:
+            self.active = active
+            self.sink.active_changed(self, active)
 
     # -- acknowledgement -------------------------------------------------------------
 
     def ack(self, stream_ids: Sequence[bytes]) -> asyncio.Future[int]:
         """Individually acknowledge entries (``XACK``); unknown or repeated ids are ignored."""
+        if self.batch_acks:
+            self._storage.call("HDEL", self._ack_sets, *stream_ids)
         return self._storage.call("XACK", self._stream, self.subscription.name, *stream_ids)
 
+    def ack_batch_indexes(self, acks: Sequence[tuple[bytes, Sequence[int]]]) -> asyncio.Future[int]:
+        """Batch-index ack: for each ``(stream id, ack set words)``, the batch's messages whose
+        bit is clear are acknowledged; the entry is acknowledged once none is left."""
+        self.batch_acks = True
+        args: list[bytes | str] = [self.subscription.name]
+        for stream_id, words in acks:
+            args += [stream_id, ack_set_bits(words) or "0"]
+        return self._storage.eval("ack_batch_index", [self._stream, self._ack_sets], args)
+
     def ack_cumulative(self, upto: bytes) -> asyncio.Future[int]:
-        """Acknowledge everything up to and including stream id ``upto``."""
-        return self._storage.eval("cumulative_ack", [self._stream], [self.subscription.name, upto])
+        """Acknowledge everything up to and including stream id ``upto``.
+
+        Raises:
+            NotAllowed: on Shared and Key_Shared subscriptions, where "everything before"
+                has no meaning (Pulsar ``Consumer.messageAcked``).
+        """
+        if self.subscription.type in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED):
+            raise NotAllowed(
+                f"Cumulative ack is not supported for {self.subscription.type.name.title()}"
+                " subscription"
+            )
+        return self._storage.eval(
+            "cumulative_ack", [self._stream, self._ack_sets], [self.subscription.name, upto]
+        )
 
     def redeliver(self, stream_ids: Sequence[bytes] | None) -> asyncio.Future[int]:
         """Give unacked entries back for redelivery (all of this consumer's when None)."""
         fut = self._storage.eval(
             "redeliver",
-            [self._stream],
+            self.subscription.keys,
             [self.subscription.name, self.uid, PARKED_CONSUMER, *(stream_ids or ())],
         )
         fut.add_done_callback(self._after_redeliver)
@@ -152,6 +221,10 @@ class Consumer:
 
     async def last_message_id(self) -> LastMessageId:
         return await self.subscription.last_message_id()
+
+    async def seek(self, group_position: bytes) -> None:
+        """Reposition the subscription (Pulsar SEEK); every consumer of it is closed."""
+        await self.subscription.seek(group_position)
 
     async def close(self) -> None:
         """Detach; unacked entries go back to the subscription with a redelivery counted."""

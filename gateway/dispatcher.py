@@ -27,12 +27,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from gateway.compaction import ENTRY_ACK_SET, parse_ack_set, read_compacted_request
-from gateway.consumer import Consumer, Delivery
+from gateway.compaction import read_compacted_request
+from gateway.consumer import Consumer, Delivery, SubscriptionType, ack_set_words
 from gateway.errors import GatewayError
 from gateway.keys import PARKED_CONSUMER
 from gateway.producer import ENTRY_BLOB, ENTRY_NUM_MESSAGES
-from gateway.scripts import STATUS_CONSUMER_GONE
+from gateway.scripts import STATUS_CONSUMER_GONE, STATUS_NOT_ACTIVE
 
 if TYPE_CHECKING:
     from gateway.subscription import Subscription
@@ -52,22 +52,25 @@ POLL_INTERVAL = 1.0
 
 
 def parse_deliveries(reply: list[Any]) -> list[Delivery]:
-    """Turn ``dispatch.lua``'s ``{code, id, fields, count, ...}`` into deliveries."""
+    """Turn a dispatch script's ``{code, moved, id, fields, count, ack set, ...}`` into
+    deliveries."""
     out: list[Delivery] = []
-    for i in range(1, len(reply), 3):
+    for i in range(2, len(reply), 4):
         fields = reply[i + 1]
         blob = b""
         num = 1
-        ack_set: tuple[int, ...] = ()
         for j in range(0, len(fields), 2):
             name = fields[j]
             if name == ENTRY_BLOB:
                 blob = fields[j + 1]
             elif name == ENTRY_NUM_MESSAGES:
                 num = int(fields[j + 1])
-            elif name == ENTRY_ACK_SET:
-                ack_set = parse_ack_set(fields[j + 1])
-        out.append(Delivery(reply[i], blob, num, int(reply[i + 2]), ack_set))
+        delivery = Delivery(reply[i], blob, num, int(reply[i + 2]))
+        ack_set = reply[i + 3]
+        if ack_set:
+            delivery.ack_set = ack_set_words(ack_set)
+            delivery.num_messages = ack_set.count(b"1")
+        out.append(delivery)
     return out
 
 
@@ -120,12 +123,11 @@ class Dispatcher:
         """Hand back the unacked entries of consumers whose lease expired."""
         sub = self.subscription
         self._next_reap = time.monotonic() + sub.lease_ms / 2000
-        keys = sub.topic.keys
         handed_back: int = await sub.storage.eval(
-            "reap_consumers",
-            [keys.stream, sub.consumers_key, sub.names_key],
-            [sub.name, PARKED_CONSUMER],
+            "reap_consumers", sub.keys, [sub.name, PARKED_CONSUMER]
         )
+        if sub.type is SubscriptionType.FAILOVER:
+            await sub.refresh_active()
         if handed_back:
             log.info(
                 "subscription %s: %d entries handed back from expired consumers",
@@ -172,8 +174,7 @@ class Dispatcher:
         while fut is not None:
             reply = await fut
             fut = None
-            if reply[0] == STATUS_CONSUMER_GONE:
-                consumer.lost()
+            if not self._check_reply(consumer, reply):
                 return delivered
             deliveries = parse_deliveries(reply)
             messages = sum(d.num_messages for d in deliveries)
@@ -189,27 +190,43 @@ class Dispatcher:
         self, consumer: Consumer, permits: int, compacted: bool = True
     ) -> asyncio.Future[Any]:
         sub = self.subscription
+        args = [
+            sub.name,
+            consumer.uid,
+            permits,
+            f"{self._messages_per_entry:.3f}",
+            sub.lease_ms,
+            PARKED_CONSUMER,
+        ]
         if compacted and sub.read_compacted:  # the compacted view first (docs/lifecycle.md)
             return read_compacted_request(
-                sub, consumer, permits, lambda: self._request(consumer, permits, False)
+                sub,
+                [*args, int(sub.type), sub.topic.partition],
+                lambda: self._request(consumer, permits, False),
             )
-        return sub.storage.eval(
-            "dispatch",
-            [sub.topic.keys.stream, sub.consumers_key],
-            [
-                sub.name,
-                consumer.uid,
-                permits,
-                f"{self._messages_per_entry:.3f}",
-                sub.lease_ms,
-                PARKED_CONSUMER,
-            ],
-        )
+        if sub.type is SubscriptionType.KEY_SHARED:
+            return sub.storage.eval("dispatch_key_shared", sub.keys, args)
+        return sub.storage.eval("dispatch", sub.keys, [*args, int(sub.type), sub.topic.partition])
+
+    def _check_reply(self, consumer: Consumer, reply: list[Any]) -> bool:
+        """Act on a dispatch reply's status; True when it carries deliveries."""
+        sub = self.subscription
+        if reply[0] == STATUS_CONSUMER_GONE:
+            consumer.lost()
+            return False
+        if reply[0] == STATUS_NOT_ACTIVE:
+            sub.set_active(reply[1])
+            return False
+        if reply[1]:
+            # Key_Shared entries were queued for consumers elsewhere: wake their gateways.
+            sub.topic.notify()
+        if sub.type is SubscriptionType.FAILOVER:
+            sub.set_active(consumer.uid)
+        return True
 
     def _hand_over(self, consumer: Consumer, reply: list[Any]) -> int:
         """Deliver one dispatch reply; returns the messages delivered."""
-        if reply[0] == STATUS_CONSUMER_GONE:
-            consumer.lost()
+        if not self._check_reply(consumer, reply):
             return 0
         deliveries = parse_deliveries(reply)
         return self._deliver(consumer, deliveries, sum(d.num_messages for d in deliveries))

@@ -9,7 +9,11 @@ their own protocol's errors through one table each (the binary adapter into Puls
     GatewayError                      (retriable = False)
     ├── InvalidTopicName              bad topic name            -> InvalidTopicName
     ├── NotAllowed                    refused by policy/state   -> NotAllowedError
+    │   ├── TopicConflict             name in use, wrong kind   (admin HTTP 409)
+    │   ├── TopicBusy                 consumers connected       (admin HTTP 412)
+    │   └── InvalidPartitionCount     e.g. fewer partitions     (admin HTTP 406/422)
     ├── ConsumerBusy                  exclusive rule, type clash -> ConsumerBusy
+    ├── ConsumerAssignError           Key_Shared ranges refused -> ConsumerAssignError
     ├── ProducerBusy                  producer name in use      -> ProducerBusy
     ├── ConsumerNotFound              unknown consumer id       -> ConsumerNotFound
     ├── ProducerNotFound              unknown producer id       -> NotAllowedError
@@ -26,9 +30,11 @@ errors: a retriable error may succeed if the same request is sent again later.
 from __future__ import annotations
 
 __all__ = [
+    "ConsumerAssignError",
     "ConsumerBusy",
     "ConsumerNotFound",
     "GatewayError",
+    "InvalidPartitionCount",
     "InvalidTopicName",
     "MessageTooLarge",
     "NotAllowed",
@@ -37,6 +43,8 @@ __all__ = [
     "ServiceNotReady",
     "StorageError",
     "SubscriptionNotFound",
+    "TopicBusy",
+    "TopicConflict",
     "TopicNotFound",
 ]
 
@@ -59,6 +67,10 @@ class ConsumerBusy(GatewayError):
     """An Exclusive subscription already has a consumer, or the type differs."""
 
 
+class ConsumerAssignError(GatewayError):
+    """Key_Shared STICKY hash ranges are invalid or overlap another consumer's."""
+
+
 class ProducerBusy(GatewayError):
     """A producer with that name is already connected to the topic."""
 
@@ -77,6 +89,18 @@ class SubscriptionNotFound(GatewayError):
 
 class TopicNotFound(GatewayError):
     """The topic does not exist."""
+
+
+class TopicConflict(NotAllowed):
+    """The topic exists already, or is of the other kind (partitioned or not)."""
+
+
+class TopicBusy(NotAllowed):
+    """The topic has connected consumers and the request did not force it."""
+
+
+class InvalidPartitionCount(NotAllowed):
+    """A partition count Pulsar refuses (not positive, or a decrease)."""
 
 
 class MessageTooLarge(GatewayError):

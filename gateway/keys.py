@@ -5,7 +5,9 @@ Lua script's ``KEYS`` stay in one slot. The tag is the full topic name with ``%`
 ``}`` percent-escaped: any legal topic name (which may contain ``{``, ``}``, ``:`` or ``/``)
 gives a tag that Redis reads whole, and the tag stays human-readable in ``redis-cli``.
 Variable parts (subscription names) always come last, so two different names never spell
-the same key.
+the same key. Namespace-wide keys carry the namespace as their tag (``{tenant/ns}``: a
+namespace name has no braces), so a script can change a namespace's topic list and its
+partitioned-topic metadata together.
 
 ======================================  ======  ============================================
 key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
@@ -17,31 +19,58 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 ``P:{T}:subs``                          hash    subscription name -> subscription type
                                                 (0 Exclusive, 1 Shared, 2 Failover,
                                                 3 Key_Shared); ``subscribe.lua``,
-                                                ``unsubscribe.lua``
+                                                ``unsubscribe.lua``; non-persistent
+                                                subscriptions while they have consumers
+                                                (``np_subscribe.lua``, ``np_release.lua``)
 ``P:{T}:consumers:<sub>``               zset    consumer uid -> lease expiry (ms since
                                                 epoch); ``subscribe.lua`` adds, gateways
                                                 renew (``renew_leases.lua``, ``dispatch.lua``),
                                                 ``release_consumer.lua``, ``reap_consumers.lua``
                                                 and ``unsubscribe.lua`` remove
-``P:{T}:consumer-names:<sub>``          hash    consumer uid -> consumer name; same writers
+``P:{T}:consumer-info:<sub>``           hash    consumer uid -> "<priority level> <join seq>
+                                                <durable 1|0> <consumer name>" (Failover
+                                                picks the active consumer from it); same
+                                                writers
+``P:{T}:ks-ranges:<sub>``               hash    Key_Shared: consumer uid -> its hash ranges
+                                                "start-end,..." (inclusive, 0..65535); field
+                                                ``~mode`` = 0 AUTO_SPLIT / 1 STICKY;
+                                                ``subscribe.lua`` and every consumer release
+``P:{T}:ks-joined:<sub>``               hash    Key_Shared: uid of a recently joined consumer
+                                                -> the cursor when it joined (ordering guard);
+                                                ``subscribe.lua``, dispatch clears it
+``P:{T}:acksets:<sub>``                 hash    stream id of a partly acknowledged batch ->
+                                                its unacked indexes as "0"/"1" chars ("1" =
+                                                not acked); ``ack_batch_index.lua``, cleared
+                                                by acks, cumulative acks, seek
 ``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
                                                 (``PUBLISH`` after appends and redeliveries)
-``P:ns:<tenant/ns>:topics``             set     full names of topics created in the
-                                                namespace; producer/subscribe first use
 ``P:{T}:maintenance``                   string  retention/TTL round lock: the gateway id
                                                 that owns this topic's round; PX = the
                                                 round interval; ``topic_maintenance.lua``
 ``P:{T}:compacted``                     stream  the compacted view (same ids as the topic;
                                                 fields ``m``, ``n``, ``a`` below); renamed
-                                                into place by ``compaction_commit.lua``
+                                                into place by ``compaction.lua`` commit
 ``P:{T}:compacting``                    stream  the view being built; written by the
                                                 compactor (``XADD`` with explicit ids),
-                                                deleted by ``compaction_begin.lua``
+                                                deleted by ``compaction.lua`` begin/fail
 ``P:{T}:compaction``                    hash    compaction state: ``status``,
                                                 ``lastError``, ``horizon`` (last id the view
                                                 covers), ``run`` (token of the running
-                                                compactor), ``lease`` (ms); the three
-                                                ``compaction_*.lua`` scripts
+                                                compactor), ``lease`` (ms);
+                                                ``compaction.lua``
+``P:{T}:np``                            pubsub  channel, not a key: a non-persistent
+                                                topic's messages (entry blob + batch size);
+                                                :mod:`gateway.non_persistent`
+``P:{T}:np-consumers:<sub>``            zset    non-persistent Shared subscription: consumer
+                                                uid -> lease expiry (ms, Redis clock);
+                                                :mod:`gateway.non_persistent`
+``P:ns:{<tenant/ns>}:topics``           set     full names of the namespace's topics and
+                                                partitions (GET_TOPICS_OF_NAMESPACE, admin
+                                                getList); every producer/subscribe, admin
+                                                create; admin delete removes
+``P:ns:{<tenant/ns>}:partitioned``      hash    full partitioned topic name -> partition
+                                                count; admin API
+                                                (:mod:`gateway.partitioned_topics`)
 ``P:policies:ns:<tenant/ns>``           hash    namespace policy name -> JSON value;
                                                 :mod:`gateway.policies` (admin API)
 ``P:policies:topic:<topic>``            hash    topic policy name -> JSON value (the
@@ -53,11 +82,16 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
 metadata, payload, exactly as the producer sent it), ``n`` the number of messages when the
-entry is a client batch of more than one (absent otherwise).
+entry is a client batch of more than one (absent otherwise), ``h`` the Key_Shared sticky-key
+hash (0..65535) when the entry has a key. Compacted-view entries (``P:{T}:compacted``) may
+carry ``a``: the ack set of a client batch some of whose messages were compacted out, one
+"0"/"1" char per message ("1" = delivered), absent when the whole entry is kept.
 
 Within a consumer group, the pending-entries list is the subscription's unacked set. The
 reserved consumer name :data:`PARKED_CONSUMER` owns entries waiting for redelivery (nacked,
-or held by a consumer that left); dispatch hands them out first, in id order.
+or held by a consumer that left); dispatch hands them out first, in id order. On Key_Shared
+subscriptions, reserved consumers ``~w:<uid>`` hold entries read for consumer ``<uid>`` but
+not yet sent to it, and ``~w:~none`` entries whose hash no consumer covers (STICKY gaps).
 """
 
 from __future__ import annotations
@@ -110,8 +144,40 @@ class TopicKeys:
     def consumers(self, subscription: str) -> str:
         return f"{self._base}:consumers:{subscription}"
 
-    def consumer_names(self, subscription: str) -> str:
-        return f"{self._base}:consumer-names:{subscription}"
+    def consumer_info(self, subscription: str) -> str:
+        return f"{self._base}:consumer-info:{subscription}"
+
+    def key_shared_ranges(self, subscription: str) -> str:
+        return f"{self._base}:ks-ranges:{subscription}"
+
+    def key_shared_joined(self, subscription: str) -> str:
+        return f"{self._base}:ks-joined:{subscription}"
+
+    def ack_sets(self, subscription: str) -> str:
+        return f"{self._base}:acksets:{subscription}"
+
+    def subscription_keys(self, subscription: str) -> list[str]:
+        """Every key of one subscription, in the order of ``lua/lib.lua``'s ``sub_keys()``
+        (the KEYS of every subscription script): stream, subscriptions, consumers, consumer
+        info, Key_Shared ranges, Key_Shared join positions, ack sets, then the
+        non-persistent consumers zset. Topic deletion deletes them all."""
+        return [
+            self.stream,
+            self.subscriptions,
+            self.consumers(subscription),
+            self.consumer_info(subscription),
+            self.key_shared_ranges(subscription),
+            self.key_shared_joined(subscription),
+            self.ack_sets(subscription),
+            self.non_persistent_consumers(subscription),
+        ]
+
+    @property
+    def non_persistent_channel(self) -> str:
+        return f"{self._base}:np"
+
+    def non_persistent_consumers(self, subscription: str) -> str:
+        return f"{self._base}:np-consumers:{subscription}"
 
     # -- topic lifecycle (docs/lifecycle.md) -------------------------------------------
 
@@ -142,7 +208,10 @@ class KeySchema:
         return TopicKeys(self.prefix, str(topic))
 
     def namespace_topics(self, namespace: str) -> str:
-        return f"{self.prefix}:ns:{namespace}:topics"
+        return f"{self.prefix}:ns:{{{namespace}}}:topics"
+
+    def namespace_partitioned(self, namespace: str) -> str:
+        return f"{self.prefix}:ns:{{{namespace}}}:partitioned"
 
     def namespace_topics_pattern(self) -> str:
         """``SCAN MATCH`` glob of every namespace topic set (the prefix glob-escaped)."""

@@ -12,16 +12,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+from gateway.key_shared import sticky_key_hash
 from gateway.metrics import GatewayMetrics
 from gateway.storage import Storage
 from gateway.topic import Topic
 
-__all__ = ["ENTRY_BLOB", "ENTRY_NUM_MESSAGES", "Producer"]
+__all__ = ["ENTRY_BLOB", "ENTRY_KEY_HASH", "ENTRY_NUM_MESSAGES", "Producer"]
 
 #: Stream entry field holding the stored blob.
 ENTRY_BLOB = b"m"
 #: Stream entry field holding the number of messages of a client batch (absent when 1).
 ENTRY_NUM_MESSAGES = b"n"
+#: Stream entry field holding the Key_Shared sticky-key hash (absent for keyless entries).
+ENTRY_KEY_HASH = b"h"
 
 _names = itertools.count()
 
@@ -42,19 +45,23 @@ class Producer:
         """A fleet-unique producer name, in the shape of Java's ``<cluster>-<broker>-<n>``."""
         return f"{cluster}-{gateway_id}-{next(_names)}"
 
-    def publish(self, blob: bytes, num_messages: int) -> asyncio.Future[bytes]:
+    def publish(
+        self, blob: bytes, num_messages: int, sticky_key: bytes | None = None
+    ) -> asyncio.Future[bytes]:
         """Append one entry; the future resolves with its stream id (``b"ms-seq"``).
 
         Args:
             blob: the stored form of the entry (see :mod:`gateway.producer`).
             num_messages: messages in the entry (1 unless it is a client batch).
+            sticky_key: the entry's ordering key, else its partition key (a batch's is
+                its first message's), for Key_Shared routing; None when it has none.
         """
+        args: list[bytes | str | int] = ["XADD", self._stream, "*", ENTRY_BLOB, blob]
         if num_messages > 1:
-            fut = self._storage.call(
-                "XADD", self._stream, "*", ENTRY_BLOB, blob, ENTRY_NUM_MESSAGES, num_messages
-            )
-        else:
-            fut = self._storage.call("XADD", self._stream, "*", ENTRY_BLOB, blob)
+            args += [ENTRY_NUM_MESSAGES, num_messages]
+        if sticky_key is not None:
+            args += [ENTRY_KEY_HASH, sticky_key_hash(sticky_key)]
+        fut = self._storage.call(*args)
         self._storage.notify(self.topic.keys.notify_channel)
         self._metrics.in_messages += num_messages
         self._metrics.in_bytes += len(blob)

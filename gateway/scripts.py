@@ -15,12 +15,14 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-from gateway.errors import ConsumerBusy, GatewayError
+from gateway.errors import ConsumerAssignError, ConsumerBusy, GatewayError
 
 __all__ = [
     "SCRIPTS",
+    "STATUS_CONSUMER_ASSIGN_ERROR",
     "STATUS_CONSUMER_BUSY",
     "STATUS_CONSUMER_GONE",
+    "STATUS_NOT_ACTIVE",
     "STATUS_OK",
     "Script",
     "raise_for_status",
@@ -29,9 +31,12 @@ __all__ = [
 STATUS_OK = 0
 STATUS_CONSUMER_BUSY = 1
 STATUS_CONSUMER_GONE = 2
+STATUS_NOT_ACTIVE = 3
+STATUS_CONSUMER_ASSIGN_ERROR = 4
 
 _STATUS_ERRORS: dict[int, type[GatewayError]] = {
     STATUS_CONSUMER_BUSY: ConsumerBusy,
+    STATUS_CONSUMER_ASSIGN_ERROR: ConsumerAssignError,
 }
 
 

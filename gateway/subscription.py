@@ -18,6 +18,8 @@ from gateway.consumer import (
     SubscriptionType,
 )
 from gateway.dispatcher import Dispatcher
+from gateway.errors import SubscriptionNotFound
+from gateway.key_shared import KeySharedPolicy
 from gateway.keys import PARKED_CONSUMER
 from gateway.message_id import MessageId
 from gateway.producer import ENTRY_NUM_MESSAGES
@@ -49,25 +51,35 @@ class Subscription:
         self.durable = durable
         self.storage: Storage = broker.storage
         self.consumers: list[Consumer] = []
+        #: KEYS of every subscription script (``lua/lib.lua`` ``sub_keys``)
+        self.keys = topic.keys.subscription_keys(name)
         self.consumers_key = topic.keys.consumers(name)
-        self.names_key = topic.keys.consumer_names(name)
         self.lease_ms = int(broker.config.consumer_lease_seconds * 1000)
         self.dispatcher = Dispatcher(self)
         #: readers/consumers with read_compacted see the compacted view (docs/lifecycle.md)
         self.read_compacted = False
 
     async def attach(
-        self, uid: str, consumer_name: str, sink: ConsumerSink, start_position: bytes
+        self,
+        uid: str,
+        consumer_name: str,
+        sink: ConsumerSink,
+        start_position: bytes,
+        *,
+        priority_level: int = 0,
+        key_shared: KeySharedPolicy | None = None,
     ) -> Consumer:
         """Register a consumer in Redis (creating the group at ``start_position`` if new).
 
         Raises:
             ConsumerBusy: Exclusive subscription already has a consumer, or another type.
+            ConsumerAssignError: Key_Shared STICKY ranges invalid or taken.
         """
-        keys = self.topic.keys
-        code, message, handed_back = await self.storage.eval(
+        policy = key_shared or KeySharedPolicy()
+        is_key_shared = self.type is SubscriptionType.KEY_SHARED
+        code, message, handed_back, active = await self.storage.eval(
             "subscribe",
-            [keys.stream, keys.subscriptions, self.consumers_key, self.names_key],
+            self.keys,
             [
                 self.name,
                 int(self.type),
@@ -76,15 +88,37 @@ class Subscription:
                 consumer_name,
                 self.lease_ms,
                 PARKED_CONSUMER,
+                priority_level,
+                self.topic.partition,
+                int(policy.mode) if is_key_shared else "",
+                policy.ranges_text() if is_key_shared else "",
+                int(policy.allow_out_of_order),
+                int(self.durable),
             ],
         )
         raise_for_status(code, message)
-        if handed_back:
+        if handed_back or self.type in (SubscriptionType.FAILOVER, SubscriptionType.KEY_SHARED):
+            # Membership changed: other gateways recompute the active consumer (Failover)
+            # or route waiting entries (Key_Shared).
             self.topic.notify()
         consumer = Consumer(self, uid, consumer_name, sink)
         self.consumers.append(consumer)
+        if self.type is SubscriptionType.FAILOVER:
+            self.set_active(active)
         self.dispatcher.start()
         return consumer
+
+    def set_active(self, active_uid: bytes | str) -> None:
+        """Failover: mark which local consumer is active (``b""``: none here knows)."""
+        if isinstance(active_uid, bytes):
+            active_uid = active_uid.decode()
+        for consumer in self.consumers:
+            consumer.set_active(consumer.uid == active_uid)
+
+    async def refresh_active(self) -> None:
+        """Failover: ask Redis which consumer is active and tell local consumers."""
+        active = await self.storage.eval("failover_active", self.keys, [self.topic.partition])
+        self.set_active(active)
 
     async def remove(self, consumer: Consumer) -> None:
         """Detach ``consumer``; its unacked entries go back to the subscription."""
@@ -97,11 +131,9 @@ class Subscription:
             await self._delete(consumer.uid)
             return
         handed_back = await self.storage.eval(
-            "release_consumer",
-            [self.topic.keys.stream, self.consumers_key, self.names_key],
-            [self.name, consumer.uid, PARKED_CONSUMER],
+            "release_consumer", self.keys, [self.name, consumer.uid, PARKED_CONSUMER]
         )
-        if handed_back:
+        if handed_back or self.type in (SubscriptionType.FAILOVER, SubscriptionType.KEY_SHARED):
             self.topic.notify()
 
     async def unsubscribe(self, consumer: Consumer) -> None:
@@ -111,13 +143,26 @@ class Subscription:
         self.forget(consumer)
 
     async def _delete(self, uid: str) -> None:
-        keys = self.topic.keys
         code, message = await self.storage.eval(
-            "unsubscribe",
-            [keys.stream, keys.subscriptions, self.consumers_key, self.names_key],
-            [self.name, uid, PARKED_CONSUMER],
+            "unsubscribe", self.keys, [self.name, uid, PARKED_CONSUMER]
         )
         raise_for_status(code, message)
+
+    async def seek(self, group_position: bytes) -> None:
+        """Reposition the subscription so delivery restarts after ``group_position`` (a
+        consumer-group id, see :func:`gateway.broker.start_position`), and close every
+        consumer of it on every gateway; clients re-subscribe (Pulsar's seek sequence).
+
+        Raises:
+            SubscriptionNotFound: the subscription is gone.
+        """
+        detached = await self.storage.eval("seek", self.keys, [self.name, group_position])
+        if detached < 0:
+            raise SubscriptionNotFound(f"Subscription {self.name} does not exist")
+        # Other gateways find their consumers' leases gone on their next dispatch.
+        self.topic.notify()
+        for consumer in list(self.consumers):
+            consumer.lost()
 
     def forget(self, consumer: Consumer) -> None:
         """Drop ``consumer`` from this gateway's view (Redis is handled by the caller)."""

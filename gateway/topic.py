@@ -1,9 +1,10 @@
 """A topic (or one partition of a partitioned topic) as the core sees it.
 
 One Redis stream per topic partition (DESIGN.md): entries are appended by producers, and
-each subscription is a consumer group on the stream. Topics are created on first use: the
-first producer or subscription registers the name in its namespace's topic set; the stream
-itself appears with the first entry or subscription.
+each subscription is a consumer group on the stream. Topics are created on first use: every
+producer and subscription (re-)registers the name in its namespace's topic set (one ``SADD``
+per attach, so a topic deleted by the admin API and used again is listed again on any
+gateway); the stream itself appears with the first entry or subscription.
 """
 
 from __future__ import annotations
@@ -25,13 +26,10 @@ class Topic:
         self.partition = name.partition_index
         self._storage = storage
         self._namespace_topics = schema.namespace_topics(name.namespace)
-        self._registered = False
 
     async def register(self) -> None:
-        """Record the topic in its namespace (idempotent; once per gateway)."""
-        if not self._registered:
-            await self._storage.call("SADD", self._namespace_topics, self.full_name)
-            self._registered = True
+        """Record the topic in its namespace (idempotent)."""
+        await self._storage.call("SADD", self._namespace_topics, self.full_name)
 
     def notify(self) -> None:
         """Wake every gateway's dispatchers of this topic after the current pipeline."""

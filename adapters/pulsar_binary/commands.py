@@ -108,6 +108,10 @@ class Subscribe:
     start_message_id: MessageId | None
     initial_position: int
     read_compacted: bool
+    #: ``keySharedMeta`` (Key_Shared only): mode and STICKY hash ranges, inclusive
+    key_shared_mode: int = 0
+    hash_ranges: tuple[tuple[int, int], ...] = ()
+    allow_out_of_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +263,9 @@ def _subscribe(c: pb.BaseCommand, _: Frame) -> Command:
         _message_id(x.start_message_id) if x.HasField("start_message_id") else None,
         x.initialPosition,
         x.read_compacted,
+        x.keySharedMeta.keySharedMode,
+        tuple((r.start, r.end) for r in x.keySharedMeta.hashRanges),
+        x.keySharedMeta.allowOutOfOrderDelivery,
     )
 
 

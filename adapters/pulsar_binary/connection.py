@@ -337,6 +337,12 @@ class ServerConnection:
         cmd.close_producer.request_id = 0  # required on the wire, ignored by the client
         self._command(cmd)
 
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        cmd = pb.BaseCommand(type=T.ACTIVE_CONSUMER_CHANGE)
+        cmd.active_consumer_change.consumer_id = consumer_id
+        cmd.active_consumer_change.is_active = is_active
+        self._command(cmd)
+
     def send_close_consumer(self, consumer_id: int) -> None:
         cmd = pb.BaseCommand(type=T.CLOSE_CONSUMER)
         cmd.close_consumer.consumer_id = consumer_id
@@ -366,11 +372,15 @@ class ServerConnection:
             r.consumer_mark_delete_position.entryId = mark_delete[1] % (1 << 64)
         self._command(cmd)
 
-    def send_get_topics_of_namespace_response(self, request_id: int, topics: Sequence[str]) -> None:
+    def send_get_topics_of_namespace_response(
+        self, request_id: int, topics: Sequence[str], topics_hash: str | None = None
+    ) -> None:
         cmd = pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
         r = cmd.getTopicsOfNamespaceResponse
         r.request_id = request_id
         r.topics.extend(topics)
+        if topics_hash is not None:
+            r.topics_hash = topics_hash
         self._command(cmd)
 
     def send_get_schema_error(self, request_id: int, error: int, message: str) -> None:

@@ -15,6 +15,7 @@ __all__ = ["server_error"]
 _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (errors.InvalidTopicName, pb.InvalidTopicName),
     (errors.ConsumerBusy, pb.ConsumerBusy),
+    (errors.ConsumerAssignError, pb.ConsumerAssignError),
     (errors.ProducerBusy, pb.ProducerBusy),
     (errors.ConsumerNotFound, pb.ConsumerNotFound),
     (errors.ProducerNotFound, pb.NotAllowedError),

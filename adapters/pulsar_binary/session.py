@@ -11,17 +11,21 @@ callback that writes the receipt, and the single storage lane keeps receipts in 
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from adapters.pulsar_binary import codec
 from adapters.pulsar_binary import commands as c
 from adapters.pulsar_binary.connection import ServerConnection
 from adapters.pulsar_binary.errors import server_error
-from gateway.broker import Broker
+from gateway.broker import Broker, start_position
 from gateway.consumer import Consumer, Delivery, InitialPosition, SubscriptionType
 from gateway.errors import GatewayError, NotAllowed
-from gateway.message_id import stream_id
+from gateway.key_shared import KeySharedMode, KeySharedPolicy
+from gateway.message_id import MessageId, stream_id
 from gateway.producer import Producer
 from gateway.topic_name import parse_topic_name
 from proto import PulsarApi_pb2 as pb
@@ -50,6 +54,11 @@ class _ConsumerHandle:
             ms, _, seq = d.stream_id.partition(b"-")
             send(cid, int(ms), int(seq), partition, d.redelivery_count, d.blob, d.ack_set)
         self.session.wants_flush()
+
+    def active_changed(self, consumer: Consumer, active: bool) -> None:
+        if self.session.consumers.get(self.consumer_id) is consumer:
+            self.session.conn.send_active_consumer_change(self.consumer_id, active)
+            self.session.wants_flush()
 
     def closed_by_gateway(self, consumer: Consumer) -> None:
         if self.session.consumers.get(self.consumer_id) is consumer:
@@ -132,19 +141,21 @@ class Session:
 
     def _get_topics_of_namespace(self, cmd: c.GetTopicsOfNamespace) -> None:
         async def run() -> None:
-            key = self.broker.schema.namespace_topics(cmd.namespace)
+            # Partitions are listed by their own names, as Pulsar lists managed ledgers;
+            # the client cuts "-partition-<i>" off itself (protocol brief 3.4).
             try:
-                members = await self.broker.storage.call("SMEMBERS", key)
+                names = await self.broker.partitioned_topics.topics(cmd.namespace)
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
                 return
-            names = sorted(m.decode() for m in members)
             mode = cmd.mode
             if mode == pb.CommandGetTopicsOfNamespace.PERSISTENT:
                 names = [n for n in names if not n.startswith(_NON_PERSISTENT)]
             elif mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
                 names = [n for n in names if n.startswith(_NON_PERSISTENT)]
-            self.conn.send_get_topics_of_namespace_response(cmd.request_id, names)
+            self.conn.send_get_topics_of_namespace_response(
+                cmd.request_id, names, topics_hash(names)
+            )
 
         self._spawn(run())
 
@@ -195,7 +206,7 @@ class Session:
         # SEND.num_messages, which a client could set to anything.
         metadata = cmd.payload.metadata
         size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-        fut = producer.publish(cmd.payload.blob, max(size, 1))
+        fut = producer.publish(cmd.payload.blob, max(size, 1), _sticky_key(metadata))
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
 
         def receipt(f: asyncio.Future[bytes]) -> None:
@@ -245,6 +256,8 @@ class Session:
                     durable=cmd.durable,
                     start_message_id=cmd.start_message_id,
                     read_compacted=cmd.read_compacted,
+                    priority_level=cmd.priority_level,
+                    key_shared=KeySharedPolicy(KeySharedMode(cmd.key_shared_mode), cmd.hash_ranges),
                 )
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
@@ -281,18 +294,15 @@ class Session:
                     cmd.consumer_id, cmd.request_id, pb.ConsumerNotFound, "Consumer not found"
                 )
             return
-        if cmd.cumulative:
-            fut = _ack_cumulative(consumer, cmd)
-        else:
-            # An id whose ack_set still has bits set is a partly acked batch (batch-index
-            # ack): the entry stays unacked until every index is acked.
-            partial = cmd.ack_sets
-            ids = [
-                stream_id(ledger, entry)
-                for i, (ledger, entry) in enumerate(cmd.message_ids)
-                if ledger >= 0 and entry >= 0 and not (partial and any(partial.get(i, ())))
-            ]
-            fut = consumer.ack(ids) if ids else None
+        try:
+            fut = _ack_cumulative(consumer, cmd) if cmd.cumulative else _ack(consumer, cmd)
+        except GatewayError as exc:
+            # Refused (cumulative ack on Shared/Key_Shared): Pulsar answers only when the
+            # client asked for a receipt, and otherwise drops the ack.
+            log.debug("ack refused on %s: %s", consumer.uid, exc)
+            if cmd.request_id is not None:
+                self.conn.send_ack_response(cmd.consumer_id, cmd.request_id, *server_error(exc))
+            return
         if cmd.request_id is None:
             return
         request_id, consumer_id = cmd.request_id, cmd.consumer_id
@@ -380,9 +390,29 @@ class Session:
         self._spawn(run())
 
     def _seek(self, cmd: c.Seek) -> None:
-        self.conn.send_error(
-            cmd.request_id, pb.NotAllowedError, "SEEK is not supported by this gateway yet"
-        )
+        consumer = self._requested_consumer(cmd.request_id, cmd.consumer_id)
+        if consumer is None:
+            return
+        if cmd.message_id is not None:
+            position = start_position(InitialPosition.LATEST, cmd.message_id)
+        else:
+            # By publish time: the first entry stored at or after it (stream ids are the
+            # Redis clock at append, which follows the producer's publish_time).
+            position = start_position(
+                InitialPosition.LATEST, MessageId(max(cmd.publish_time or 0, 0), 0)
+            )
+
+        async def run() -> None:
+            try:
+                # Closes every consumer of the subscription (CLOSE_CONSUMER), then SUCCESS:
+                # the client re-subscribes and completes seek() (protocol brief 3.3).
+                await consumer.seek(position)
+            except GatewayError as exc:
+                self._error(cmd.request_id, exc)
+                return
+            self.conn.send_success(cmd.request_id)
+
+        self._spawn(run())
 
     # -- teardown -------------------------------------------------------------------------
 
@@ -407,15 +437,57 @@ class Session:
                     pass
 
 
+def _sticky_key(metadata: pb.MessageMetadata) -> bytes | None:
+    """The Key_Shared key of an entry: ordering key, else partition key (Pulsar
+    ``Commands.peekStickyKey``; a batch carries its first message's)."""
+    if metadata.HasField("ordering_key"):
+        return metadata.ordering_key
+    if metadata.HasField("partition_key"):
+        key = metadata.partition_key
+        if metadata.partition_key_b64_encoded:
+            with contextlib.suppress(ValueError):
+                return base64.b64decode(key)
+        return key.encode()
+    return None
+
+
+def _ack(consumer: Consumer, cmd: c.Ack) -> asyncio.Future[int] | None:
+    """Individual ack. An id with an ack_set is a partly acknowledged batch (batch-index
+    ack, protocol brief 3.3): only its cleared bits are acked."""
+    whole: list[bytes] = []
+    partial: list[tuple[bytes, tuple[int, ...]]] = []
+    for i, (ledger, entry) in enumerate(cmd.message_ids):
+        if ledger < 0 or entry < 0:
+            continue
+        ack_set = cmd.ack_sets.get(i)
+        if ack_set:
+            partial.append((stream_id(ledger, entry), ack_set))
+        else:
+            whole.append(stream_id(ledger, entry))
+    fut = consumer.ack(whole) if whole else None
+    if partial:
+        fut = consumer.ack_batch_indexes(partial)
+    return fut
+
+
+def topics_hash(topics: list[str]) -> str:
+    """Pulsar's ``TopicList.calculateHash``: CRC32C of the sorted names joined by ``,``,
+    printed as Guava's ``HashCode.toString`` does (the int's bytes little-endian, in hex)."""
+    crc = codec.crc32c(",".join(sorted(topics)).encode())
+    return crc.to_bytes(4, "little").hex()
+
+
 def _ack_cumulative(consumer: Consumer, cmd: c.Ack) -> asyncio.Future[int] | None:
-    """Cumulative ack of ``(L, E)``; with an ack_set, or for ``(L, -1)``, only up to the
-    entry before (protocol brief 3.3 and 5.3)."""
+    """Cumulative ack of ``(L, E)``; with an ack_set, everything before the entry and the
+    entry's cleared bits; for ``(L, -1)``, everything before ``(L, 0)`` (protocol brief 3.3
+    and 5.3)."""
     if not cmd.message_ids:
         return None
     ledger, entry = cmd.message_ids[0]
     if ledger < 0:
         return None
-    if entry < 0 or any(cmd.ack_sets.get(0, ())):
+    ack_set = cmd.ack_sets.get(0)
+    if entry < 0 or ack_set:
         if entry > 0:
             upto = stream_id(ledger, entry - 1)
         elif ledger > 0:
@@ -424,7 +496,10 @@ def _ack_cumulative(consumer: Consumer, cmd: c.Ack) -> asyncio.Future[int] | Non
             return None
     else:
         upto = stream_id(ledger, entry)
-    return consumer.ack_cumulative(upto)
+    fut = consumer.ack_cumulative(upto)
+    if ack_set and entry >= 0:
+        fut = consumer.ack_batch_indexes([(stream_id(ledger, entry), ack_set)])
+    return fut
 
 
 _HANDLERS: dict[type, Callable[[Session, Any], None]] = {

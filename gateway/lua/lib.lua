@@ -8,12 +8,32 @@ Rules of these scripts:
     The reserved consumer PARKED (ARGV) owns entries waiting for redelivery; a move to it uses
     XCLAIM JUSTID, which does not count a delivery, and the move out of it (dispatch) uses
     plain XCLAIM, which does. So an entry's delivery count minus one is Pulsar's
-    redelivery_count.
+    redelivery_count. Key_Shared adds reserved consumers WAITING .. uid (read for that
+    consumer, not sent yet) and NO_OWNER (hash covered by nobody).
+  * Subscription scripts take the same KEYS, in the order of TopicKeys.subscription_keys():
+    see sub_keys().
 ]]
+
+local WAITING = '~w:'
+local NO_OWNER = '~w:~none'
+local HASH_SPACE = 65536
+
+-- KEYS of a subscription script, by name.
+local function sub_keys()
+  return {
+    stream = KEYS[1], subs = KEYS[2], consumers = KEYS[3], info = KEYS[4],
+    ranges = KEYS[5], joined = KEYS[6], acksets = KEYS[7],
+  }
+end
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
 -- true when the consumer group exists on the stream
@@ -22,50 +42,37 @@ local function group_exists(stream, group)
   return type(reply) ~= 'table' or reply.err == nil
 end
 
--- XCLAIM ids to `owner` without counting a delivery.
-local function claim_justid(stream, group, owner, ids)
+-- XCLAIM ids to `owner` without counting a delivery; with `retrycount`, also set the
+-- delivery counter (0 for entries read but never sent to a client).
+local function claim_justid(stream, group, owner, ids, retrycount)
   if #ids == 0 then return end
   local args = {'XCLAIM', stream, group, owner, 0}
   for _, id in ipairs(ids) do args[#args + 1] = id end
+  if retrycount then
+    args[#args + 1] = 'RETRYCOUNT'
+    args[#args + 1] = retrycount
+  end
   args[#args + 1] = 'JUSTID'
   redis.call(unpack(args))
 end
 
--- Move every pending entry of `owner` to the parked consumer. Returns how many moved.
-local function park_all(stream, group, owner, parked)
-  if owner == parked then return 0 end
+-- Move every pending entry of consumer `from` to consumer `to`. Returns how many moved.
+local function move_all(stream, group, from, to)
+  if from == to then return 0 end
   local moved = 0
   while true do
-    local pending = redis.call('XPENDING', stream, group, '-', '+', 1000, owner)
+    local pending = redis.call('XPENDING', stream, group, '-', '+', 1000, from)
     if #pending == 0 then break end
     local ids = {}
     for i, p in ipairs(pending) do ids[i] = p[1] end
-    claim_justid(stream, group, parked, ids)
+    claim_justid(stream, group, to, ids)
     moved = moved + #ids
   end
   return moved
 end
 
--- Detach consumer `uid`: its unacked entries go back to the subscription (parked),
--- then it is forgotten. Returns how many entries were handed back.
-local function release_consumer(stream, group, consumers, names, uid, parked)
-  local moved = 0
-  if group_exists(stream, group) then
-    moved = park_all(stream, group, uid, parked)
-    redis.call('XGROUP', 'DELCONSUMER', stream, group, uid)
-  end
-  redis.call('ZREM', consumers, uid)
-  redis.call('HDEL', names, uid)
-  return moved
-end
-
--- Release every consumer whose lease has expired (its gateway died or lost Redis).
-local function reap_expired(stream, group, consumers, names, now, parked)
-  local moved = 0
-  for _, uid in ipairs(redis.call('ZRANGEBYSCORE', consumers, '-inf', now)) do
-    moved = moved + release_consumer(stream, group, consumers, names, uid, parked)
-  end
-  return moved
+local function park_all(stream, group, owner, parked)
+  return move_all(stream, group, owner, parked)
 end
 
 -- "ms-seq" -> ms, seq (both fit a double exactly for any real stream id)
@@ -93,10 +100,280 @@ local function last_delivered(stream, group)
   return nil
 end
 
+-- Entry field value, or nil.
+local function field(fields, name)
+  for i = 1, #fields, 2 do
+    if fields[i] == name then return fields[i + 1] end
+  end
+  return nil
+end
+
 -- Number of messages in an entry: the `n` field for client batches, else 1.
 local function entry_size(fields)
-  for i = 1, #fields, 2 do
-    if fields[i] == 'n' then return tonumber(fields[i + 1]) end
-  end
+  local n = field(fields, 'n')
+  if n then return tonumber(n) end
   return 1
+end
+
+-- Unacked messages of a partly acknowledged batch: the '1's of its ack set.
+local function ones(ackset)
+  local _, count = string.gsub(ackset, '1', '')
+  return count
+end
+
+-- Append one delivery {id, fields, redelivery_count, ack set or ''} to `out`; returns the
+-- permits it costs. Only entries delivered before can have an ack set, so callers pass
+-- `acksets` only for redeliveries.
+local function emit(out, id, fields, redeliveries, acksets)
+  local ackset = false
+  if acksets then ackset = redis.call('HGET', acksets, id) end
+  out[#out + 1] = id
+  out[#out + 1] = fields
+  out[#out + 1] = redeliveries
+  out[#out + 1] = ackset or ''
+  if ackset then return ones(ackset) end
+  return entry_size(fields)
+end
+
+-- Claim entry `id` (pending at `owner`) for consumer `uid`, counting a delivery, and emit it.
+-- Returns the permits used, or nil when the entry left the stream meanwhile (then it is acked).
+local function claim_and_emit(k, group, uid, id, delivered_before, out)
+  local claimed = redis.call('XCLAIM', k.stream, group, uid, 0, id)
+  local entry = claimed[1]
+  if entry and entry[2] then
+    return emit(out, entry[1], entry[2], delivered_before, k.acksets)
+  end
+  -- trimmed from the stream meanwhile (retention, TTL): nothing left to deliver
+  redis.call('XACK', k.stream, group, id)
+  redis.call('HDEL', k.acksets, id)
+  return nil
+end
+
+-- Un-read entries i.. of an XREADGROUP reply: ack them and set the cursor back before them.
+local function unread(k, group, entries, i)
+  local args = {'XACK', k.stream, group}
+  for j = i, #entries do args[#args + 1] = entries[j][1] end
+  redis.call(unpack(args))
+  if i > 1 then
+    redis.call('XGROUP', 'SETID', k.stream, group, entries[i - 1][1])
+  else
+    -- the first entry read: the cursor goes back to just before it
+    local ms, seq = split_id(entries[1][1])
+    if seq > 0 then
+      redis.call('XGROUP', 'SETID', k.stream, group, ms .. '-' .. (seq - 1))
+    else
+      local before = redis.call('XREVRANGE', k.stream, '(' .. entries[1][1], '-', 'COUNT', 1)
+      redis.call('XGROUP', 'SETID', k.stream, group, before[1] and before[1][1] or '0-0')
+    end
+  end
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Consumer info: "<priority level> <join seq> <durable 1|0> <name>"
+
+local function parse_info(value)
+  local priority, seq, durable, name = string.match(value or '', '^(%-?%d+) (%d+) (%d) (.*)$')
+  return tonumber(priority or 0), tonumber(seq or 0), name or '', durable ~= '0'
+end
+
+-- Failover: the active consumer among live ones (Pulsar
+-- AbstractDispatcherSingleActiveConsumer.pickAndScheduleActiveConsumer): only the highest
+-- priority (lowest level) counts; for a partition, consumers sorted by name and the one at
+-- partition index mod count; for a non-partitioned topic, the earliest subscriber.
+local function failover_active(k, partition, now)
+  local uids = redis.call('ZRANGEBYSCORE', k.consumers, '(' .. now, '+inf')
+  if #uids == 0 then return nil end
+  local best, candidates = nil, {}
+  for _, uid in ipairs(uids) do
+    local priority, seq, name = parse_info(redis.call('HGET', k.info, uid))
+    if best == nil or priority < best then
+      best = priority
+      candidates = {}
+    end
+    if priority == best then
+      candidates[#candidates + 1] = {uid = uid, seq = seq, name = name}
+    end
+  end
+  if partition >= 0 then
+    table.sort(candidates, function(a, b)
+      if a.name ~= b.name then return a.name < b.name end
+      return a.uid < b.uid
+    end)
+    return candidates[(partition % #candidates) + 1].uid
+  end
+  table.sort(candidates, function(a, b)
+    if a.seq ~= b.seq then return a.seq < b.seq end
+    return a.uid < b.uid
+  end)
+  return candidates[1].uid
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Key_Shared hash ranges: "start-end,start-end" (inclusive)
+
+local function parse_ranges(value)
+  local ranges = {}
+  for s, e in string.gmatch(value or '', '(%d+)%-(%d+)') do
+    ranges[#ranges + 1] = {tonumber(s), tonumber(e)}
+  end
+  return ranges
+end
+
+local function format_ranges(ranges)
+  local parts = {}
+  for i, r in ipairs(ranges) do parts[i] = r[1] .. '-' .. r[2] end
+  return table.concat(parts, ',')
+end
+
+-- Every consumer's ranges: list of {start, end, uid}, sorted by start.
+local function range_map(k)
+  local map = {}
+  local all = redis.call('HGETALL', k.ranges)
+  for i = 1, #all, 2 do
+    if all[i] ~= '~mode' then
+      for _, r in ipairs(parse_ranges(all[i + 1])) do map[#map + 1] = {r[1], r[2], all[i]} end
+    end
+  end
+  table.sort(map, function(a, b) return a[1] < b[1] end)
+  return map
+end
+
+local function owner_of(map, h)
+  for _, r in ipairs(map) do
+    if h >= r[1] and h <= r[2] then return r[3] end
+  end
+  return nil
+end
+
+-- AUTO_SPLIT (Pulsar HashRangeAutoSplitStickyKeyConsumerSelector): the first consumer takes
+-- the whole space; each later one takes the lower half of the largest range.
+local function ks_add_auto(k, uid)
+  local map = range_map(k)
+  if #map == 0 then
+    redis.call('HSET', k.ranges, uid, '0-' .. (HASH_SPACE - 1))
+    return
+  end
+  local big = map[1]
+  for _, r in ipairs(map) do
+    if r[2] - r[1] > big[2] - big[1] then big = r end
+  end
+  if big[2] == big[1] then return nil end -- 65536 consumers: nothing left to split
+  local middle = big[1] + math.floor((big[2] - big[1]) / 2)
+  local owner_ranges = parse_ranges(redis.call('HGET', k.ranges, big[3]))
+  for _, r in ipairs(owner_ranges) do
+    if r[1] == big[1] then r[1] = middle + 1 end
+  end
+  redis.call('HSET', k.ranges, big[3], format_ranges(owner_ranges))
+  redis.call('HSET', k.ranges, uid, big[1] .. '-' .. middle)
+  return true
+end
+
+-- STICKY: the consumer's own ranges, refused when empty, malformed or overlapping another
+-- consumer's (Pulsar HashRangeExclusiveStickyKeyConsumerSelector.validateKeySharedMeta).
+-- Returns an error message or nil.
+local function ks_add_sticky(k, uid, wanted)
+  local ranges = parse_ranges(wanted)
+  if #ranges == 0 then return 'Ranges for KeyShared policy must not be empty.' end
+  for i, r in ipairs(ranges) do
+    if r[1] > r[2] or r[2] >= HASH_SPACE then
+      return 'Fixed hash range start > end or out of [0, 65535]: ' .. r[1] .. '-' .. r[2]
+    end
+    for j = i + 1, #ranges do
+      local o = ranges[j]
+      if r[1] <= o[2] and o[1] <= r[2] then
+        return 'Ranges of one consumer overlap: ' .. format_ranges({r, o})
+      end
+    end
+  end
+  for _, taken in ipairs(range_map(k)) do
+    for _, r in ipairs(ranges) do
+      if r[1] <= taken[2] and taken[1] <= r[2] then
+        return 'Range conflict with consumer ' .. taken[3] .. ': ' .. r[1] .. '-' .. r[2]
+      end
+    end
+  end
+  redis.call('HSET', k.ranges, uid, wanted)
+  return nil
+end
+
+-- Forget a consumer's ranges. AUTO_SPLIT gives each of them to the consumer owning the
+-- range just above (or just below, for the top range), as Pulsar's auto-split selector.
+local function ks_remove(k, uid)
+  local mine = parse_ranges(redis.call('HGET', k.ranges, uid))
+  redis.call('HDEL', k.ranges, uid)
+  redis.call('HDEL', k.joined, uid)
+  if redis.call('HGET', k.ranges, '~mode') ~= '0' then return end
+  for _, r in ipairs(mine) do
+    local map = range_map(k)
+    local heir = nil
+    for _, o in ipairs(map) do
+      if o[1] == r[2] + 1 then heir = {o, 'up'} end
+      if o[2] == r[1] - 1 and heir == nil then heir = {o, 'down'} end
+    end
+    if heir then
+      local o, dir = heir[1], heir[2]
+      local theirs = parse_ranges(redis.call('HGET', k.ranges, o[3]))
+      for _, t in ipairs(theirs) do
+        if t[1] == o[1] then
+          if dir == 'up' then t[1] = r[1] else t[2] = r[2] end
+        end
+      end
+      redis.call('HSET', k.ranges, o[3], format_ranges(theirs))
+    end
+  end
+end
+
+-- Key_Shared: hand every waiting entry back to PARKED so the next dispatch routes it by
+-- the new ranges (after a consumer joined and took over part of someone's range).
+local function ks_reroute_waiting(k, group, parked)
+  local moved = 0
+  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', k.stream, group)) do
+    local name
+    for i = 1, #c, 2 do
+      if c[i] == 'name' then name = c[i + 1] end
+    end
+    if string.sub(name, 1, #WAITING) == WAITING then
+      moved = moved + move_all(k.stream, group, name, parked)
+    end
+  end
+  return moved
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Consumer membership
+
+-- Detach consumer `uid`: its unacked entries (and, on Key_Shared, those read for it but
+-- not sent) go back to the subscription (parked), then it is forgotten. A non-durable
+-- subscription (a reader's) goes with its last consumer, also when that consumer's gateway
+-- died. Returns how many entries were handed back.
+local function release_consumer(k, group, uid, parked)
+  local _, _, _, durable = parse_info(redis.call('HGET', k.info, uid))
+  if not durable and redis.call('ZCARD', k.consumers) <= 1 then
+    if group_exists(k.stream, group) then redis.call('XGROUP', 'DESTROY', k.stream, group) end
+    redis.call('HDEL', k.subs, group)
+    redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets)
+    return 0
+  end
+  local moved = 0
+  if group_exists(k.stream, group) then
+    moved = park_all(k.stream, group, uid, parked)
+    redis.call('XGROUP', 'DELCONSUMER', k.stream, group, uid)
+    if redis.call('HEXISTS', k.ranges, uid) == 1 then
+      moved = moved + park_all(k.stream, group, WAITING .. uid, parked)
+      redis.call('XGROUP', 'DELCONSUMER', k.stream, group, WAITING .. uid)
+    end
+  end
+  if redis.call('HEXISTS', k.ranges, uid) == 1 then ks_remove(k, uid) end
+  redis.call('ZREM', k.consumers, uid)
+  redis.call('HDEL', k.info, uid)
+  return moved
+end
+
+-- Release every consumer whose lease has expired (its gateway died or lost Redis).
+local function reap_expired(k, group, now, parked)
+  local moved = 0
+  for _, uid in ipairs(redis.call('ZRANGEBYSCORE', k.consumers, '-inf', now)) do
+    moved = moved + release_consumer(k, group, uid, parked)
+  end
+  return moved
 end

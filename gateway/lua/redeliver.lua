@@ -1,7 +1,7 @@
 --[[ redeliver: give a consumer's unacked entries back to the subscription
 (REDELIVER_UNACKNOWLEDGED_MESSAGES: negative ack, ack timeout).
 
-KEYS[1] topic stream
+KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] parked consumer name
 ARGV[4..] stream ids to redeliver; none = every unacked entry of the consumer (what the
           client sends for Exclusive and Failover, protocol brief 3.3)
@@ -10,7 +10,7 @@ Only entries still pending and owned by this consumer move (an id already acked,
 given to another consumer, is ignored, as Pulsar does).
 Returns the number of entries parked.
 ]]
-local stream, group, uid, parked = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local stream, group, uid, parked = sub_keys().stream, ARGV[1], ARGV[2], ARGV[3]
 if not group_exists(stream, group) then return 0 end
 if #ARGV == 3 then return park_all(stream, group, uid, parked) end
 local ids = {}

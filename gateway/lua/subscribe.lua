@@ -1,43 +1,89 @@
 --[[ subscribe: attach a consumer to a subscription, creating the subscription on first use.
 
-KEYS[1] topic stream               KEYS[2] subscriptions hash (name -> type)
-KEYS[3] consumers zset (uid -> lease expiry ms)     KEYS[4] consumer names hash (uid -> name)
+KEYS: the subscription keys (lib.lua sub_keys): stream, subscriptions hash (name -> type),
+      consumers zset (uid -> lease expiry ms), consumer info hash, Key_Shared ranges,
+      Key_Shared join positions, ack sets
 ARGV[1] subscription name (the consumer group)
 ARGV[2] subscription type: '0' Exclusive, '1' Shared, '2' Failover, '3' Key_Shared
-ARGV[3] initial position if the subscription is created: '$' Latest, '0' Earliest
+ARGV[3] initial position if the subscription is created: '$' Latest, '0' Earliest, or an id
 ARGV[4] consumer uid      ARGV[5] consumer name      ARGV[6] lease ms
 ARGV[7] parked consumer name
+ARGV[8] priority level    ARGV[9] partition index (-1 for a non-partitioned topic)
+ARGV[10] Key_Shared mode: '0' AUTO_SPLIT, '1' STICKY ('' for other types)
+ARGV[11] STICKY hash ranges "start-end,..." ('' otherwise)
+ARGV[12] Key_Shared allowOutOfOrderDelivery: '1' skips the recently-joined ordering guard
+ARGV[13] '1' durable, '0' non-durable (a reader's: deleted with its last consumer)
 
-Returns {code, message, handed_back}
+Returns {code, message, handed_back, active}
   code 0 OK; 1 ConsumerBusy (Exclusive already has a live consumer, or the subscription has
-  live consumers of another type: Pulsar ServerCnx/AbstractSubscription rules)
+  live consumers of another type or Key_Shared mode: Pulsar ServerCnx/AbstractSubscription
+  rules); 4 ConsumerAssignError (STICKY ranges invalid or taken)
   handed_back: entries returned to the subscription from consumers whose lease expired
+  active: Failover's active consumer uid after this subscribe ('' for other types)
 ]]
-local stream, subs, consumers, names = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local k = sub_keys()
 local group, sub_type, position, uid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local parked = ARGV[7]
+local parked, partition = ARGV[7], tonumber(ARGV[9])
 local now = now_ms()
 
 local handed_back = 0
-if group_exists(stream, group) then
-  handed_back = reap_expired(stream, group, consumers, names, now, parked)
+if group_exists(k.stream, group) then
+  handed_back = reap_expired(k, group, now, parked)
 end
 
-local existing = redis.call('HGET', subs, group)
-if existing and redis.call('ZCARD', consumers) > 0 then
+local live = redis.call('ZCARD', k.consumers)
+local existing = redis.call('HGET', k.subs, group)
+if existing and live > 0 then
   if existing ~= sub_type then
-    return {1, 'Subscription is of a different type', handed_back}
+    return {1, 'Subscription is of a different type', handed_back, ''}
   end
   if sub_type == '0' then
-    return {1, 'Exclusive consumer is already connected', handed_back}
+    return {1, 'Exclusive consumer is already connected', handed_back, ''}
+  end
+  if sub_type == '3' and redis.call('HGET', k.ranges, '~mode') ~= ARGV[10] then
+    return {1, 'Subscription is of a different Key_Shared mode', handed_back, ''}
   end
 end
 
-local created = redis.pcall('XGROUP', 'CREATE', stream, group, position, 'MKSTREAM')
+local created = redis.pcall('XGROUP', 'CREATE', k.stream, group, position, 'MKSTREAM')
 if type(created) == 'table' and created.err and not string.find(created.err, 'BUSYGROUP') then
   return redis.error_reply(created.err)
 end
-redis.call('HSET', subs, group, sub_type)
-redis.call('ZADD', consumers, now + tonumber(ARGV[6]), uid)
-redis.call('HSET', names, uid, ARGV[5])
-return {0, 'OK', handed_back}
+
+if sub_type == '3' then
+  if live == 0 then redis.call('DEL', k.ranges, k.joined) end
+  redis.call('HSET', k.ranges, '~mode', ARGV[10])
+  if ARGV[10] == '1' then
+    local err = ks_add_sticky(k, uid, ARGV[11])
+    if err then return {4, err, handed_back, ''} end
+  else
+    ks_add_auto(k, uid)
+  end
+  if live > 0 and ARGV[12] ~= '1' then
+    -- Keys that move to the newcomer may have unacked messages at other consumers: it gets
+    -- nothing read after this point until everything read before it is acked (Pulsar's
+    -- "recently joined consumers" rule), and entries waiting for others are re-routed.
+    if tonumber(redis.call('XPENDING', k.stream, group)[1]) > 0 then
+      redis.call('HSET', k.joined, uid, last_delivered(k.stream, group))
+    end
+  end
+  if live > 0 then ks_reroute_waiting(k, group, parked) end
+end
+
+local before = nil
+if sub_type == '2' then before = failover_active(k, partition, now) end
+
+redis.call('HSET', k.subs, group, sub_type)
+redis.call('ZADD', k.consumers, now + tonumber(ARGV[6]), uid)
+redis.call('HSET', k.info, uid, ARGV[8] .. ' ' .. now_us() .. ' ' .. ARGV[13] .. ' ' .. ARGV[5])
+
+local active = ''
+if sub_type == '2' then
+  active = failover_active(k, partition, now)
+  if before and before ~= active then
+    -- The active consumer changed: what the old one holds goes to the new one, in order
+    -- (Pulsar rewinds the cursor on an active consumer change).
+    handed_back = handed_back + park_all(k.stream, group, before, parked)
+  end
+end
+return {0, 'OK', handed_back, active}

@@ -207,6 +207,35 @@ def test_durable_read_compacted_consumer_acks_and_redelivery(
         consumer.receive(timeout_millis=300)
 
 
+def test_failover_read_compacted_feeds_only_the_active_consumer(
+    gw: GatewayThread, client_factory: Any, topic: str
+) -> None:
+    client = client_factory(gw.url)
+    produce(client, topic, HISTORY, batching_enabled=False)
+    compact(gw, topic)
+    consumers = [
+        client.subscribe(
+            topic,
+            "fo",
+            pulsar.ConsumerType.Failover,
+            initial_position=Earliest,
+            is_read_compacted=True,
+            consumer_name=f"c{i}",
+        )
+        for i in range(2)
+    ]
+    got: list[list[Any]] = [[], []]
+    deadline = time.monotonic() + TIMEOUT
+    while sum(map(len, got)) < len(COMPACTED) and time.monotonic() < deadline:
+        for i, consumer in enumerate(consumers):
+            try:
+                got[i].append(consumer.receive(timeout_millis=50))
+            except pulsar.Timeout:
+                pass
+    assert sorted(map(len, got)) == [0, len(COMPACTED)]
+    assert records(got[0] or got[1]) == COMPACTED
+
+
 def test_compaction_is_incremental_and_survives_retention(
     gateway_factory: Callable[..., GatewayThread],
     client_factory: Any,

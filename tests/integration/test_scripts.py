@@ -29,19 +29,44 @@ async def storage(redis_clean, redis_url) -> AsyncIterator[Storage]:
     await client.aclose()
 
 
-async def subscribe(storage: Storage, uid: str, sub_type: int = 1, position: str = "0") -> list:
+SUB_KEYS = KEYS.subscription_keys(SUB)
+
+
+async def subscribe(
+    storage: Storage,
+    uid: str,
+    sub_type: int = 1,
+    position: str = "0",
+    *,
+    priority: int = 0,
+    partition: int = -1,
+    ks_mode: str = "",
+    ranges: str = "",
+) -> list:
     return await storage.eval(
         "subscribe",
-        [KEYS.stream, KEYS.subscriptions, KEYS.consumers(SUB), KEYS.consumer_names(SUB)],
-        [SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER],
+        SUB_KEYS,
+        [SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER, priority]
+        + [partition, ks_mode, ranges, 0, 1],
     )
 
 
-async def dispatch(storage: Storage, uid: str, permits: int, per_entry: float = 1) -> list:
+async def dispatch(
+    storage: Storage,
+    uid: str,
+    permits: int,
+    per_entry: float = 1,
+    sub_type: int = 1,
+    partition: int = -1,
+) -> list:
+    if sub_type == 3:
+        return await storage.eval(
+            "dispatch_key_shared", SUB_KEYS, [SUB, uid, permits, per_entry, LEASE, PARKED_CONSUMER]
+        )
     return await storage.eval(
         "dispatch",
-        [KEYS.stream, KEYS.consumers(SUB)],
-        [SUB, uid, permits, per_entry, LEASE, PARKED_CONSUMER],
+        SUB_KEYS,
+        [SUB, uid, permits, per_entry, LEASE, PARKED_CONSUMER, sub_type, partition],
     )
 
 
@@ -63,7 +88,7 @@ async def test_commands_of_one_tick_share_a_pipeline(storage):
 
 async def test_cold_script_cache_is_reloaded(storage):
     await storage.redis.script_flush()
-    code, _, _ = await subscribe(storage, "g-1")
+    code, *_ = await subscribe(storage, "g-1")
     assert code == STATUS_OK
 
 
@@ -102,9 +127,9 @@ async def test_parked_entries_come_first_with_their_count(storage):
     first = parse_deliveries(await dispatch(storage, "g-1", 2))
     assert [d.stream_id for d in first] == ids[:2]
     # g-2 cannot redeliver g-1's entries; g-1 can
-    moved = await storage.eval("redeliver", [KEYS.stream], [SUB, "g-2", PARKED_CONSUMER, ids[0]])
+    moved = await storage.eval("redeliver", SUB_KEYS, [SUB, "g-2", PARKED_CONSUMER, ids[0]])
     assert moved == 0
-    moved = await storage.eval("redeliver", [KEYS.stream], [SUB, "g-1", PARKED_CONSUMER, ids[1]])
+    moved = await storage.eval("redeliver", SUB_KEYS, [SUB, "g-1", PARKED_CONSUMER, ids[1]])
     assert moved == 1
     again = parse_deliveries(await dispatch(storage, "g-2", 10))
     assert [d.stream_id for d in again] == [ids[1], ids[2], ids[3]]
@@ -116,18 +141,14 @@ async def test_release_and_reap_hand_entries_back(storage):
     await subscribe(storage, "g-2")
     ids = await append(storage, 3)
     await dispatch(storage, "g-1", 3)
-    handed = await storage.eval(
-        "release_consumer",
-        [KEYS.stream, KEYS.consumers(SUB), KEYS.consumer_names(SUB)],
-        [SUB, "g-1", PARKED_CONSUMER],
-    )
+    handed = await storage.eval("release_consumer", SUB_KEYS, [SUB, "g-1", PARKED_CONSUMER])
     assert handed == 3
     assert (await dispatch(storage, "g-1", 1)) == [STATUS_CONSUMER_GONE]
     got = parse_deliveries(await dispatch(storage, "g-2", 10))
     assert [(d.stream_id, d.redelivery_count) for d in got] == [(i, 1) for i in ids]
     # g-2's lease expires: the next subscribe reaps it and its entries go back
     await storage.call("ZADD", KEYS.consumers(SUB), 1, "g-2")
-    code, _, handed_back = await subscribe(storage, "g-3")
+    code, _, handed_back, _ = await subscribe(storage, "g-3")
     assert (code, handed_back) == (STATUS_OK, 3)
     got = parse_deliveries(await dispatch(storage, "g-3", 10))
     assert [d.redelivery_count for d in got] == [2, 2, 2]
@@ -137,7 +158,7 @@ async def test_cumulative_ack_moves_the_cursor(storage):
     await subscribe(storage, "g-1", sub_type=0)
     ids = await append(storage, 6)
     await dispatch(storage, "g-1", 2)
-    acked = await storage.eval("cumulative_ack", [KEYS.stream], [SUB, ids[3]])
+    acked = await storage.eval("cumulative_ack", [KEYS.stream, KEYS.ack_sets(SUB)], [SUB, ids[3]])
     assert acked == 2
     got = parse_deliveries(await dispatch(storage, "g-1", 10))
     assert [d.stream_id for d in got] == ids[4:]
@@ -146,7 +167,7 @@ async def test_cumulative_ack_moves_the_cursor(storage):
 async def test_unsubscribe_refused_while_others_attached(storage):
     await subscribe(storage, "g-1")
     await subscribe(storage, "g-2")
-    keys = [KEYS.stream, KEYS.subscriptions, KEYS.consumers(SUB), KEYS.consumer_names(SUB)]
+    keys = SUB_KEYS
     code, _ = await storage.eval("unsubscribe", keys, [SUB, "g-1", PARKED_CONSUMER])
     assert code == STATUS_CONSUMER_BUSY
     await storage.call("ZREM", KEYS.consumers(SUB), "g-2")

@@ -776,7 +776,16 @@ def _check_ping(r: Any) -> None:
     pass
 
 
+def _check_active_change(m: Any) -> None:
+    assert (m.consumer_id, m.is_active) == (4, True)
+
+
 OUTBOUND: dict[str, Case] = {
+    "send_active_consumer_change": (
+        lambda c: c.send_active_consumer_change(4, True),
+        T.ACTIVE_CONSUMER_CHANGE,
+        _check_active_change,
+    ),
     "send_connected": (lambda c: c.send_connected(), T.CONNECTED, _check_connected),
     "send_ping": (lambda c: c.send_ping(), T.PING, _check_ping),
     "send_pong": (lambda c: c.send_pong(), T.PONG, _check_ping),

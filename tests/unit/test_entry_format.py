@@ -6,13 +6,8 @@ import pytest
 
 from adapters.pulsar_binary.codec import encode_batch, make_blob, parse_batch, parse_blob
 from adapters.pulsar_binary.entry_format import BinaryEntryInspector, compress, decompress
-from gateway.compaction import (
-    EntryFormatError,
-    MessageKey,
-    ack_set_words,
-    format_ack_set,
-    parse_ack_set,
-)
+from gateway.compaction import EntryFormatError, MessageKey, ack_set_bits
+from gateway.consumer import ack_set_words
 from proto import PulsarApi_pb2 as pb
 
 CODECS = [pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]
@@ -137,11 +132,9 @@ def test_rewrite_checks_the_flag_count() -> None:
 # -- ack sets ----------------------------------------------------------------------------------
 
 
-def test_ack_set_is_java_bitset_words_of_delivered_indexes() -> None:
-    assert ack_set_words([False, True, True]) == [6]
-    assert ack_set_words([True] + [False] * 64 + [True]) == [1, 2]
-    # bit 63 makes the int64 word negative (two's complement), as Java's long
-    assert ack_set_words([False] * 63 + [True]) == [-(1 << 63)]
-    words = ack_set_words([True, False] * 40)
-    assert parse_ack_set(format_ack_set(words)) == tuple(words)
-    assert parse_ack_set(b"") == ()
+def test_ack_set_of_a_partly_compacted_batch() -> None:
+    assert ack_set_bits([False, True, True]) == b"011"
+    # on the wire: Java BitSet words, bit i set = message i delivered
+    assert ack_set_words(ack_set_bits([False, True, True])) == (6,)
+    assert ack_set_words(ack_set_bits([True] + [False] * 64 + [True])) == (1, 2)
+    assert ack_set_words(ack_set_bits([False] * 63 + [True])) == (-(1 << 63),)

@@ -52,8 +52,9 @@ def key_slot(key: str) -> int:
 def topic_keys(keys: TopicKeys, subscriptions: list[str]) -> list[str]:
     out = [keys.stream, keys.subscriptions, keys.notify_channel]
     out += [keys.maintenance_lock, keys.compacted, keys.compacting, keys.compaction]
+    out = [keys.stream, keys.subscriptions, keys.notify_channel, keys.non_persistent_channel]
     for sub in subscriptions:
-        out += [keys.consumers(sub), keys.consumer_names(sub)]
+        out += keys.subscription_keys(sub)[2:]  # stream and subs hash are per topic
     return out
 
 
@@ -78,7 +79,7 @@ ADVERSARIAL_TOPICS = [
 ADVERSARIAL_SUBS = [
     "a",
     "a:consumers",
-    "a:consumer-names",
+    "a:consumer-info",
     "consumers:a",
     ":",
     "",
@@ -138,10 +139,13 @@ def test_key_spelling() -> None:
     assert keys.subscriptions == f"pgw:{tag}:subs"
     assert keys.notify_channel == f"pgw:{tag}:notify"
     assert keys.consumers("s") == f"pgw:{tag}:consumers:s"
-    assert keys.consumer_names("s") == f"pgw:{tag}:consumer-names:s"
+    assert keys.consumer_info("s") == f"pgw:{tag}:consumer-info:s"
     schema = KeySchema()
     assert schema.prefix == "pgw"
-    assert schema.namespace_topics("public/default") == "pgw:ns:public/default:topics"
+    assert schema.namespace_topics("public/default") == "pgw:ns:{public/default}:topics"
+    assert schema.namespace_partitioned("public/default") == "pgw:ns:{public/default}:partitioned"
+    assert keys.non_persistent_channel == f"pgw:{tag}:np"
+    assert keys.non_persistent_consumers("s") == f"pgw:{tag}:np-consumers:s"
 
 
 def test_subscription_keys_never_collide() -> None:
@@ -150,7 +154,7 @@ def test_subscription_keys_never_collide() -> None:
     assert len(all_keys) == len(set(all_keys))
     # The classic trap: the "a:consumers" subscription vs "a".
     assert keys.consumers("a:consumers") != keys.consumers("a")
-    assert keys.consumer_names("a") != keys.consumers("a")
+    assert keys.consumer_info("a") != keys.consumers("a")
 
 
 def test_keys_of_different_topics_never_collide() -> None:
@@ -160,7 +164,7 @@ def test_keys_of_different_topics_never_collide() -> None:
         for sub in ADVERSARIAL_SUBS:
             for kind, key in (
                 ("consumers", keys.consumers(sub)),
-                ("names", keys.consumer_names(sub)),
+                ("names", keys.consumer_info(sub)),
             ):
                 assert key not in seen, (key, seen.get(key), (topic, sub))
                 seen[key] = (topic, f"{kind}:{sub}")
@@ -171,7 +175,10 @@ def test_keys_of_different_topics_never_collide() -> None:
 
 def test_topic_keys_differ_from_global_keys() -> None:
     schema = KeySchema()
-    global_keys = {schema.namespace_topics("public/default")}
+    global_keys = {
+        schema.namespace_topics("public/default"),
+        schema.namespace_partitioned("public/default"),
+    }
     for topic in ADVERSARIAL_TOPICS:
         assert not global_keys & set(topic_keys(schema.topic(topic), ADVERSARIAL_SUBS))
 
@@ -213,8 +220,8 @@ def test_hash_tag_is_read_whole_for_any_text(topic: str) -> None:
 @given(t1=texts, s1=subscriptions, t2=texts, s2=subscriptions)
 def test_keys_are_injective(t1: str, s1: str, t2: str, s2: str) -> None:
     k1, k2 = KeySchema().topic(t1), KeySchema().topic(t2)
-    for f1 in (k1.consumers, k1.consumer_names):
-        for f2 in (k2.consumers, k2.consumer_names):
+    for f1 in (k1.consumers, k1.consumer_info):
+        for f2 in (k2.consumers, k2.consumer_info):
             same_input = (t1, s1, f1.__name__) == (t2, s2, f2.__name__)
             assert (f1(s1) == f2(s2)) == same_input
     assert (k1.stream == k2.stream) == (t1 == t2)

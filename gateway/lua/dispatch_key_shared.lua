@@ -1,0 +1,124 @@
+--[[ dispatch_key_shared: hand up to `permits` messages of a Key_Shared subscription to one
+consumer, each key only ever to the consumer whose hash range covers it, in order.
+
+An entry's sticky-key hash is its `h` field (0..65535, Murmur3 of the ordering key, else
+the partition key; gateway/key_shared.py). Entries without one go to whichever consumer
+asks, as on a Shared subscription. Entries read for another consumer wait at the reserved
+consumer WAITING .. owner until that consumer asks (its permits, its gateway); hashes no
+consumer covers (STICKY gaps) wait at NO_OWNER until a consumer covering them joins.
+
+Order of work, which is what keeps each key in order:
+  1. route parked entries (redeliveries, and waiting entries handed back when a consumer
+     joined) to their owners' waiting queues, oldest first; if more are parked than one
+     call scans, stop after step 2 so nothing newer overtakes them;
+  2. send this consumer's waiting entries, oldest first;
+  3. read new entries, sending this consumer's, queueing the others', while fewer than
+     LOOKAHEAD entries wait in total (Pulsar keySharedLookAheadMsgInReplayThreshold).
+A recently joined consumer (join position in KEYS.joined) only gets entries up to its
+join position until every entry up to there is acknowledged: its keys may still have
+unacked messages at the consumer that had them before (Pulsar's recently-joined rule).
+
+KEYS: the subscription keys (lib.lua sub_keys)
+ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
+ARGV[4] expected messages per entry (>= 1)   ARGV[5] lease ms   ARGV[6] parked consumer name
+
+Returns {code, moved, ...}
+  code 0 OK; moved 1 when entries were queued for other consumers (wake them), then per
+  delivery: id, fields, redelivery_count, ack set ('' = none)
+  code 2 consumer gone (its lease expired and it was reaped: close it)
+]]
+local SCAN = 200
+local READ_LIMIT = 1000
+local LOOKAHEAD = 20000
+
+local k = sub_keys()
+local group, uid, parked = ARGV[1], ARGV[2], ARGV[6]
+local remaining = tonumber(ARGV[3])
+local per_entry = math.max(1, tonumber(ARGV[4]))
+
+if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
+redis.call('ZADD', k.consumers, 'XX', now_ms() + tonumber(ARGV[5]), uid)
+
+local map = range_map(k)
+local mine = WAITING .. uid
+local out = {0, 0}
+
+local summary = redis.call('XPENDING', k.stream, group)
+local joinpos = redis.call('HGET', k.joined, uid)
+if joinpos and (tonumber(summary[1]) == 0 or id_less(joinpos, summary[2])) then
+  redis.call('HDEL', k.joined, uid)
+  joinpos = nil
+end
+
+-- queue for: nil = send to this consumer now
+local function route(fields)
+  local h = field(fields, 'h')
+  if not h then return nil end
+  local owner = owner_of(map, tonumber(h))
+  if owner == nil then return NO_OWNER end
+  if owner ~= uid then return WAITING .. owner end
+  if joinpos then return mine end
+  return nil
+end
+
+-- 1. parked entries to their owners
+local scanned = redis.call('XPENDING', k.stream, group, '-', '+', SCAN, parked)
+for _, p in ipairs(scanned) do
+  local entry = redis.call('XRANGE', k.stream, p[1], p[1])
+  if entry[1] then
+    local target = route(entry[1][2]) or mine
+    claim_justid(k.stream, group, target, {p[1]})
+    if target ~= mine then out[2] = 1 end
+  else
+    redis.call('XACK', k.stream, group, p[1])
+    redis.call('HDEL', k.acksets, p[1])
+  end
+end
+local truncated = #scanned == SCAN
+
+-- 2. this consumer's waiting entries
+local blocked = false
+while remaining > 0 and not blocked do
+  local pending = redis.call('XPENDING', k.stream, group, '-', '+', math.min(remaining, 100), mine)
+  if #pending == 0 then break end
+  for _, p in ipairs(pending) do
+    if remaining <= 0 then break end
+    if joinpos and id_less(joinpos, p[1]) then
+      blocked = true
+      break
+    end
+    local used = claim_and_emit(k, group, uid, p[1], p[4], out)
+    if used then remaining = remaining - used end
+  end
+end
+
+-- 3. new entries
+local waiting = 0
+for _, c in ipairs(summary[4] or {}) do
+  if string.sub(c[1], 1, #WAITING) == WAITING then waiting = waiting + tonumber(c[2]) end
+end
+local examined = 0
+while remaining > 0 and not truncated and waiting < LOOKAHEAD and examined < READ_LIMIT do
+  local want = math.min(READ_LIMIT - examined, math.max(1, math.floor(remaining / per_entry)))
+  local reply = redis.call('XREADGROUP', 'GROUP', group, uid, 'COUNT', want, 'STREAMS', k.stream, '>')
+  if not reply then break end
+  local entries = reply[1][2]
+  for i, entry in ipairs(entries) do
+    if remaining <= 0 then
+      unread(k, group, entries, i)
+      return out
+    end
+    examined = examined + 1
+    local target = route(entry[2])
+    if target then
+      -- read but not sent: the delivery XREADGROUP counted is taken back
+      claim_justid(k.stream, group, target, {entry[1]}, 0)
+      waiting = waiting + 1
+      if target ~= mine then out[2] = 1 end
+    else
+      remaining = remaining - emit(out, entry[1], entry[2], 0, nil)
+    end
+  end
+  if #entries < want then break end
+end
+return out
