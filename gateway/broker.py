@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway import deduplication
+from gateway.compaction import CompactionService
 from gateway.config import GatewayConfig
 from gateway.consumer import (
     Consumer,
@@ -26,7 +27,7 @@ from gateway.consumer import (
     InitialPosition,
     SubscriptionType,
 )
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, NotAllowed
 from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
@@ -40,6 +41,7 @@ from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
 from gateway.topic import Topic
+from gateway.topic_maintenance import TopicMaintenance
 from gateway.topic_name import TopicName, parse_topic_name
 
 __all__ = ["Broker", "start_position"]
@@ -95,6 +97,10 @@ class Broker:
         self._channel_subs: dict[str, set[Subscription]] = {}
         self._uids = itertools.count()
         self._lease_task: asyncio.Task[None] | None = None
+        #: retention and message TTL rounds (docs/lifecycle.md)
+        self.maintenance = TopicMaintenance(self)
+        #: topic compaction; its EntryInspector is given by gateway/main.py
+        self.compaction = CompactionService(self)
         self.non_persistent = NonPersistentTopics(self)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -107,6 +113,7 @@ class Broker:
         self._lease_task = asyncio.get_running_loop().create_task(
             self._renew_leases(), name="lease renewal"
         )
+        self.maintenance.start()
         log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
 
     async def close(self) -> None:
@@ -117,6 +124,8 @@ class Broker:
             for consumer in list(sub.consumers):
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
+        await self.maintenance.stop()
+        await self.compaction.close()
         await self.non_persistent.close()
         if self._lease_task is not None:
             self._lease_task.cancel()
@@ -222,6 +231,7 @@ class Broker:
         initial_position: InitialPosition = InitialPosition.LATEST,
         durable: bool = True,
         start_message_id: MessageId | None = None,
+        read_compacted: bool = False,
         priority_level: int = 0,
         key_shared: KeySharedPolicy | None = None,
     ) -> Consumer:
@@ -234,6 +244,12 @@ class Broker:
             StorageError: Redis failed.
         """
         topic = self.topic(name)
+        if read_compacted and sub_type not in (
+            SubscriptionType.EXCLUSIVE,
+            SubscriptionType.FAILOVER,
+        ):
+            # PersistentTopic.subscribe refuses it the same way
+            raise NotAllowed("readCompacted only allowed on failover or exclusive subscriptions")
         await topic.register()
         if not topic.name.persistent:
             uid = f"{self.gateway_id}-{next(self._uids)}"
@@ -250,6 +266,7 @@ class Broker:
             if not subs:
                 self.notifier.subscribe(channel, lambda: self._wake_channel(channel))
             subs.add(sub)
+        sub.read_compacted = read_compacted
         uid = f"{self.gateway_id}-{next(self._uids)}"
         position = start_position(initial_position, None if durable else start_message_id)
         try:

@@ -98,6 +98,24 @@ def _check_positive_seconds(value: object) -> float:
     return seconds
 
 
+def _check_retention_limit(value: object) -> int:
+    """Pulsar's retention limits: -1 infinite, 0 none, N minutes or megabytes."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"must be an integer, got {value!r}")
+    if value < -1:
+        raise ValueError(f"must be -1 (infinite), 0 (none) or positive, got {value}")
+    return value
+
+
+def _check_ttl_seconds(value: object) -> int:
+    """Pulsar's message TTL: 0 disables expiry."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"must be an integer number of seconds, got {value!r}")
+    if value < 0:
+        raise ValueError(f"must be 0 (disabled) or a positive number of seconds, got {value}")
+    return value
+
+
 def _check_non_empty(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a non-empty string, got {value!r}")
@@ -150,6 +168,10 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "keepalive_seconds": _check_positive_seconds,
     "consumer_lease_seconds": _check_positive_seconds,
     "gateway_id": _check_optional_token,
+    "default_retention_minutes": _check_retention_limit,
+    "default_retention_mb": _check_retention_limit,
+    "default_message_ttl_seconds": _check_ttl_seconds,
+    "topic_maintenance_interval_seconds": _check_positive_seconds,
 }
 
 
@@ -175,6 +197,14 @@ class GatewayConfig:
         consumer_lease_seconds: How long a consumer's claim on a subscription lives in Redis
             without being renewed before another gateway may take it over.
         gateway_id: Identity of this process in Redis; None means generate one at start.
+        default_retention_minutes: Retention time of topics without a retention policy
+            (Pulsar ``defaultRetentionTimeInMinutes``): -1 infinite, 0 none. Applies to
+            acknowledged messages of topics with subscriptions only (docs/lifecycle.md).
+        default_retention_mb: Retention size likewise (``defaultRetentionSizeInMB``).
+        default_message_ttl_seconds: Message TTL of topics without a messageTTL policy
+            (Pulsar ``ttlDurationDefaultInSeconds``); 0 disables expiry.
+        topic_maintenance_interval_seconds: How often the fleet applies retention and TTL
+            to every topic (Pulsar ``retentionCheckIntervalInSeconds``).
 
     Raises:
         ValueError: A field fails validation.
@@ -193,6 +223,10 @@ class GatewayConfig:
     keepalive_seconds: float = 30.0
     consumer_lease_seconds: float = 10.0
     gateway_id: str | None = None
+    default_retention_minutes: int = 0
+    default_retention_mb: int = 0
+    default_message_ttl_seconds: int = 0
+    topic_maintenance_interval_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         for name, check in _VALIDATORS.items():
@@ -288,6 +322,32 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_float,
         "SECONDS",
         "lifetime of a consumer's lease in Redis before another gateway may take it over",
+    ),
+    _Option(
+        "default_retention_minutes",
+        _parse_int,
+        "MINUTES",
+        "retention time of acknowledged messages for topics without a retention policy "
+        "(-1 infinite, 0 none)",
+    ),
+    _Option(
+        "default_retention_mb",
+        _parse_int,
+        "MB",
+        "retention size of acknowledged messages for topics without a retention policy "
+        "(-1 infinite, 0 none)",
+    ),
+    _Option(
+        "default_message_ttl_seconds",
+        _parse_int,
+        "SECONDS",
+        "message TTL for topics without a messageTTL policy (0 = never expire)",
+    ),
+    _Option(
+        "topic_maintenance_interval_seconds",
+        _parse_float,
+        "SECONDS",
+        "interval of the fleet's retention and TTL rounds over every topic",
     ),
 )
 

@@ -27,6 +27,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from gateway.compaction import read_compacted_request
 from gateway.consumer import Consumer, Delivery, SubscriptionType, ack_set_words
 from gateway.errors import GatewayError
 from gateway.keys import PARKED_CONSUMER
@@ -185,7 +186,9 @@ class Dispatcher:
             delivered += self._deliver(consumer, deliveries, messages)
         return delivered
 
-    def _request(self, consumer: Consumer, permits: int) -> asyncio.Future[Any]:
+    def _request(
+        self, consumer: Consumer, permits: int, compacted: bool = True
+    ) -> asyncio.Future[Any]:
         sub = self.subscription
         args = [
             sub.name,
@@ -195,6 +198,12 @@ class Dispatcher:
             sub.lease_ms,
             PARKED_CONSUMER,
         ]
+        if compacted and sub.read_compacted:  # the compacted view first (docs/lifecycle.md)
+            return read_compacted_request(
+                sub,
+                [*args, int(sub.type), sub.topic.partition],
+                lambda: self._request(consumer, permits, False),
+            )
         if sub.type is SubscriptionType.KEY_SHARED:
             return sub.storage.eval("dispatch_key_shared", sub.keys, args)
         return sub.storage.eval("dispatch", sub.keys, [*args, int(sub.type), sub.topic.partition])

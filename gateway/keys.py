@@ -44,6 +44,20 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 by acks, cumulative acks, seek
 ``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
                                                 (``PUBLISH`` after appends and redeliveries)
+``P:{T}:maintenance``                   string  retention/TTL round lock: the gateway id
+                                                that owns this topic's round; PX = the
+                                                round interval; ``topic_maintenance.lua``
+``P:{T}:compacted``                     stream  the compacted view (same ids as the topic;
+                                                fields ``m``, ``n``, ``a`` below); renamed
+                                                into place by ``compaction.lua`` commit
+``P:{T}:compacting``                    stream  the view being built; written by the
+                                                compactor (``XADD`` with explicit ids),
+                                                deleted by ``compaction.lua`` begin/fail
+``P:{T}:compaction``                    hash    compaction state: ``status``,
+                                                ``lastError``, ``horizon`` (last id the view
+                                                covers), ``run`` (token of the running
+                                                compactor), ``lease`` (ms);
+                                                ``compaction.lua``
 ``P:{T}:np``                            pubsub  channel, not a key: a non-persistent
                                                 topic's messages (entry blob + batch size);
                                                 :mod:`gateway.non_persistent`
@@ -94,7 +108,9 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
 metadata, payload, exactly as the producer sent it), ``n`` the number of messages when the
 entry is a client batch of more than one (absent otherwise), ``h`` the Key_Shared sticky-key
-hash (0..65535) when the entry has a key.
+hash (0..65535) when the entry has a key. Compacted-view entries (``P:{T}:compacted``) may
+carry ``a``: the ack set of a client batch some of whose messages were compacted out, one
+"0"/"1" char per message ("1" = delivered), absent when the whole entry is kept.
 
 Within a consumer group, the pending-entries list is the subscription's unacked set. The
 reserved consumer name :data:`PARKED_CONSUMER` owns entries waiting for redelivery (nacked,
@@ -217,6 +233,24 @@ class TopicKeys:
         """Only meaningful on a base (non-partition) topic's keys."""
         return f"{self._base}:schemas"
 
+    # -- topic lifecycle (docs/lifecycle.md) -------------------------------------------
+
+    @property
+    def maintenance_lock(self) -> str:
+        return f"{self._base}:maintenance"
+
+    @property
+    def compacted(self) -> str:
+        return f"{self._base}:compacted"
+
+    @property
+    def compacting(self) -> str:
+        return f"{self._base}:compacting"
+
+    @property
+    def compaction(self) -> str:
+        return f"{self._base}:compaction"
+
 
 @dataclass(frozen=True, slots=True)
 class KeySchema:
@@ -232,6 +266,11 @@ class KeySchema:
 
     def namespace_partitioned(self, namespace: str) -> str:
         return f"{self.prefix}:ns:{{{namespace}}}:partitioned"
+
+    def namespace_topics_pattern(self) -> str:
+        """``SCAN MATCH`` glob of every namespace topic set (the prefix glob-escaped)."""
+        prefix = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.prefix)
+        return f"{prefix}:ns:*:topics"
 
     def namespace_policies(self, namespace: str) -> str:
         return f"{self.prefix}:policies:ns:{namespace}"

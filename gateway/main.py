@@ -47,6 +47,7 @@ class Gateway:
 
     async def start(self) -> None:
         from adapters.http.app import make_app
+        from adapters.pulsar_binary.entry_format import BinaryEntryInspector
         from adapters.pulsar_binary.server import BinaryServer
 
         config = self.config
@@ -63,6 +64,7 @@ class Gateway:
         self.redis = Redis.from_url(url, protocol=2)
         await self.redis.ping()
         self.broker = Broker(config, self.redis)
+        self.broker.compaction.inspector = BinaryEntryInspector()
         await self.broker.start()
         binary = BinaryServer(
             self.broker,

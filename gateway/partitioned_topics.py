@@ -175,6 +175,10 @@ class PartitionedTopics:
                 keys.topic_epoch,
                 keys.last_sequence_ids,
                 keys.schemas,
+                keys.maintenance_lock,
+                keys.compacted,
+                keys.compacting,
+                keys.compaction,
             ]
             for sub in subs:
                 script_keys += keys.subscription_keys(sub)

@@ -56,6 +56,8 @@ class Subscription:
         self.consumers_key = topic.keys.consumers(name)
         self.lease_ms = int(broker.config.consumer_lease_seconds * 1000)
         self.dispatcher = Dispatcher(self)
+        #: readers/consumers with read_compacted see the compacted view (docs/lifecycle.md)
+        self.read_compacted = False
 
     async def attach(
         self,

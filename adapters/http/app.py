@@ -13,7 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from adapters.http import policies, topics
+from adapters.http import compaction, policies, topics
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -55,5 +55,6 @@ def make_app(broker: Broker) -> web.Application:
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/metrics", metrics)
     policies.add_routes(app, BROKER_KEY)
+    compaction.add_routes(app, BROKER_KEY)
     topics.add_routes(app, BROKER_KEY)
     return app

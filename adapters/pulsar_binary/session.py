@@ -387,6 +387,7 @@ class Session:
                     initial_position=InitialPosition(cmd.initial_position),
                     durable=cmd.durable,
                     start_message_id=cmd.start_message_id,
+                    read_compacted=cmd.read_compacted,
                     priority_level=cmd.priority_level,
                     key_shared=KeySharedPolicy(KeySharedMode(cmd.key_shared_mode), cmd.hash_ranges),
                 )

@@ -46,8 +46,10 @@ async def subscribe(
     return await storage.eval(
         "subscribe",
         SUB_KEYS,
-        [SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER, priority]
-        + [partition, ks_mode, ranges, 0, 1],
+        [
+            *(SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER),
+            *(priority, partition, ks_mode, ranges, 0, 1),
+        ],
     )
 
 

@@ -52,6 +52,34 @@ OPTIONS = [
         "3",
         3.0,
     ),
+    (
+        "default_retention_minutes",
+        "--default-retention-minutes",
+        "PULSAR_GATEWAY_DEFAULT_RETENTION_MINUTES",
+        "-1",
+        -1,
+    ),
+    (
+        "default_retention_mb",
+        "--default-retention-mb",
+        "PULSAR_GATEWAY_DEFAULT_RETENTION_MB",
+        "100",
+        100,
+    ),
+    (
+        "default_message_ttl_seconds",
+        "--default-message-ttl-seconds",
+        "PULSAR_GATEWAY_DEFAULT_MESSAGE_TTL_SECONDS",
+        "3600",
+        3600,
+    ),
+    (
+        "topic_maintenance_interval_seconds",
+        "--topic-maintenance-interval-seconds",
+        "PULSAR_GATEWAY_TOPIC_MAINTENANCE_INTERVAL_SECONDS",
+        "0.5",
+        0.5,
+    ),
 ]
 OPTION_IDS = [option[0] for option in OPTIONS]
 
@@ -81,6 +109,15 @@ INVALID = [
     ("--keepalive-seconds", "PULSAR_GATEWAY_KEEPALIVE_SECONDS", "inf", "finite"),
     ("--keepalive-seconds", "PULSAR_GATEWAY_KEEPALIVE_SECONDS", "soon", "expected a number"),
     ("--consumer-lease-seconds", "PULSAR_GATEWAY_CONSUMER_LEASE_SECONDS", "0", "positive"),
+    ("--default-retention-minutes", "PULSAR_GATEWAY_DEFAULT_RETENTION_MINUTES", "-2", "-1"),
+    ("--default-retention-mb", "PULSAR_GATEWAY_DEFAULT_RETENTION_MB", "1.5", "an integer"),
+    ("--default-message-ttl-seconds", "PULSAR_GATEWAY_DEFAULT_MESSAGE_TTL_SECONDS", "-1", "0"),
+    (
+        "--topic-maintenance-interval-seconds",
+        "PULSAR_GATEWAY_TOPIC_MAINTENANCE_INTERVAL_SECONDS",
+        "0",
+        "positive",
+    ),
 ]
 INVALID_IDS = [f"{flag}={raw}" for flag, _, raw, _ in INVALID]
 
@@ -100,6 +137,11 @@ def test_defaults() -> None:
     assert config.keepalive_seconds == 30.0
     assert config.consumer_lease_seconds == 10.0
     assert config.gateway_id is None
+    # Pulsar's broker.conf defaults: no retention of acknowledged messages, no TTL.
+    assert config.default_retention_minutes == 0
+    assert config.default_retention_mb == 0
+    assert config.default_message_ttl_seconds == 0
+    assert config.topic_maintenance_interval_seconds == 60.0
 
 
 def test_parse_nothing_gives_defaults() -> None:

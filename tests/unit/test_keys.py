@@ -50,6 +50,8 @@ def key_slot(key: str) -> int:
 
 
 def topic_keys(keys: TopicKeys, subscriptions: list[str]) -> list[str]:
+    out = [keys.stream, keys.subscriptions, keys.notify_channel]
+    out += [keys.maintenance_lock, keys.compacted, keys.compacting, keys.compaction]
     out = [keys.stream, keys.subscriptions, keys.notify_channel, keys.non_persistent_channel]
     for sub in subscriptions:
         out += keys.subscription_keys(sub)[2:]  # stream and subs hash are per topic
