@@ -389,7 +389,11 @@ class Session:
                     start_message_id=cmd.start_message_id,
                     read_compacted=cmd.read_compacted,
                     priority_level=cmd.priority_level,
-                    key_shared=KeySharedPolicy(KeySharedMode(cmd.key_shared_mode), cmd.hash_ranges),
+                    key_shared=KeySharedPolicy(
+                        KeySharedMode(cmd.key_shared_mode),
+                        cmd.hash_ranges,
+                        cmd.allow_out_of_order,
+                    ),
                 )
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
@@ -404,6 +408,11 @@ class Session:
                 return
             self.consumers[cmd.consumer_id] = consumer
             self.conn.send_success(cmd.request_id)
+            if consumer.active is not None:
+                # Failover: tell the newcomer whether it is active (Pulsar
+                # AbstractDispatcherSingleActiveConsumer.addConsumer); the core learnt it
+                # before the consumer was registered here.
+                self.conn.send_active_consumer_change(cmd.consumer_id, consumer.active)
 
         self._spawn(run())
 

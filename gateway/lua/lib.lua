@@ -31,9 +31,11 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Microseconds as a decimal string (a number this large would be concatenated in
+-- exponent notation, losing digits).
 local function now_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return t[1] .. string.format('%06d', tonumber(t[2]))
 end
 
 -- true when the consumer group exists on the stream
