@@ -113,33 +113,23 @@ def _topic(request: web.Request) -> str:
         raise _fail(web.HTTPPreconditionFailed, f"Invalid topic name: {exc}") from None
 
 
-def _namespace_handler(spec: PolicySpec, broker_key: web.AppKey[Broker]) -> Any:
+def _handler(spec: PolicySpec, broker_key: web.AppKey[Broker], topic_level: bool) -> Any:
+    """GET/POST/DELETE of one policy at namespace or topic level."""
+
     async def handle(request: web.Request) -> web.StreamResponse:
         policies = request.app[broker_key].policies
-        namespace = _namespace(request)
+        scope = _topic(request) if topic_level else _namespace(request)
+        get, set_, delete = (
+            (policies.get_topic, policies.set_topic, policies.delete_topic)
+            if topic_level
+            else (policies.get_namespace, policies.set_namespace, policies.delete_namespace)
+        )
         if request.method == "GET":
-            return web.json_response(await policies.get_namespace(namespace, spec.name))
+            return web.json_response(await get(scope, spec.name))
         if request.method == "POST":
-            value = await _read_value(request, spec, topic_level=False)
-            await policies.set_namespace(namespace, spec.name, value)
+            await set_(scope, spec.name, await _read_value(request, spec, topic_level))
         else:
-            await policies.delete_namespace(namespace, spec.name)
-        return web.Response(status=204)
-
-    return handle
-
-
-def _topic_handler(spec: PolicySpec, broker_key: web.AppKey[Broker]) -> Any:
-    async def handle(request: web.Request) -> web.StreamResponse:
-        policies = request.app[broker_key].policies
-        topic = _topic(request)
-        if request.method == "GET":
-            return web.json_response(await policies.get_topic(topic, spec.name))
-        if request.method == "POST":
-            value = await _read_value(request, spec, topic_level=True)
-            await policies.set_topic(topic, spec.name, value)
-        else:
-            await policies.delete_topic(topic, spec.name)
+            await delete(scope, spec.name)
         return web.Response(status=204)
 
     return handle
@@ -154,8 +144,8 @@ def add_routes(app: web.Application, broker_key: web.AppKey[Broker]) -> None:
             + spec.topic_segment
         )
         for path, handler in (
-            (ns_path, _namespace_handler(spec, broker_key)),
-            (topic_path, _topic_handler(spec, broker_key)),
+            (ns_path, _handler(spec, broker_key, topic_level=False)),
+            (topic_path, _handler(spec, broker_key, topic_level=True)),
         ):
             for method in ("GET", "POST", "DELETE"):
                 app.router.add_route(method, path, handler)

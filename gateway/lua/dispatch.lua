@@ -25,14 +25,8 @@ local group, uid, parked = ARGV[1], ARGV[2], ARGV[6]
 local remaining = tonumber(ARGV[3])
 local per_entry = math.max(1, tonumber(ARGV[4]))
 
-if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
-local now = now_ms()
-redis.call('ZADD', k.consumers, 'XX', now + tonumber(ARGV[5]), uid)
-
-if ARGV[7] == '2' then
-  local active = failover_active(k, tonumber(ARGV[8]), now)
-  if active ~= uid then return {6, active or ''} end
-end
+local refused = lease_and_active(k, uid, ARGV[5], ARGV[7], ARGV[8])
+if refused then return refused end
 
 local out = {0, 0}
 

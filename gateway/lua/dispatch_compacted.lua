@@ -38,13 +38,8 @@ local per_entry = math.max(1, tonumber(ARGV[4]))
 
 local horizon = redis.call('HGET', compaction, 'horizon')
 if not horizon then return {100} end
-if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
-local now = now_ms()
-redis.call('ZADD', k.consumers, 'XX', now + tonumber(ARGV[5]), uid)
-if ARGV[7] == '2' then
-  local active = failover_active(k, tonumber(ARGV[8]), now)
-  if active ~= uid then return {6, active or ''} end
-end
+local refused = lease_and_active(k, uid, ARGV[5], ARGV[7], ARGV[8])
+if refused then return refused end
 
 -- the stream id just before `id` ("ms-seq" -> "ms-(seq-1)" or "(ms-1)-MAX")
 local function before(id)
@@ -73,13 +68,7 @@ local out = {0, 0}
 
 -- Append a view entry; returns the permits it costs.
 local function deliver(id, fields, redeliveries, own_ackset)
-  local ackset = both(field(fields, 'a'), own_ackset)
-  out[#out + 1] = id
-  out[#out + 1] = fields
-  out[#out + 1] = redeliveries
-  out[#out + 1] = ackset or ''
-  if ackset then return ones(ackset) end
-  return entry_size(fields)
+  return append_delivery(out, id, fields, redeliveries, both(field(fields, 'a'), own_ackset))
 end
 
 -- 1. parked redeliveries at or before the horizon, from the view

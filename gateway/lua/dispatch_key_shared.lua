@@ -36,8 +36,8 @@ local group, uid, parked = ARGV[1], ARGV[2], ARGV[6]
 local remaining = tonumber(ARGV[3])
 local per_entry = math.max(1, tonumber(ARGV[4]))
 
-if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
-redis.call('ZADD', k.consumers, 'XX', now_ms() + tonumber(ARGV[5]), uid)
+local refused = lease_and_active(k, uid, ARGV[5], '3', -1)
+if refused then return refused end
 
 local map = range_map(k)
 local mine = WAITING .. uid

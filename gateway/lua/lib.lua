@@ -89,15 +89,24 @@ local function id_less(a, b)
   return ams < bms or (ams == bms and aseq < bseq)
 end
 
--- The group's last-delivered id (its read cursor), or nil when the group does not exist.
-local function last_delivered(stream, group)
+-- {name, last-delivered-id} of every consumer group of the stream.
+local function group_cursors(stream)
+  local groups = {}
   for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
     local name, last
     for i = 1, #info, 2 do
       if info[i] == 'name' then name = info[i + 1] end
       if info[i] == 'last-delivered-id' then last = info[i + 1] end
     end
-    if name == group then return last end
+    groups[#groups + 1] = {name, last}
+  end
+  return groups
+end
+
+-- The group's last-delivered id (its read cursor), or nil when the group does not exist.
+local function last_delivered(stream, group)
+  for _, g in ipairs(group_cursors(stream)) do
+    if g[1] == group then return g[2] end
   end
   return nil
 end
@@ -124,11 +133,8 @@ local function ones(ackset)
 end
 
 -- Append one delivery {id, fields, redelivery_count, ack set or ''} to `out`; returns the
--- permits it costs. Only entries delivered before can have an ack set, so callers pass
--- `acksets` only for redeliveries.
-local function emit(out, id, fields, redeliveries, acksets)
-  local ackset = false
-  if acksets then ackset = redis.call('HGET', acksets, id) end
+-- permits it costs: the unacked messages of a partly acknowledged batch, else its size.
+local function append_delivery(out, id, fields, redeliveries, ackset)
   out[#out + 1] = id
   out[#out + 1] = fields
   out[#out + 1] = redeliveries
@@ -136,6 +142,15 @@ local function emit(out, id, fields, redeliveries, acksets)
   if ackset then return ones(ackset) end
   return entry_size(fields)
 end
+
+-- append_delivery with the subscription's stored ack set of the entry. Only entries
+-- delivered before can have one, so callers pass `acksets` only for redeliveries.
+local function emit(out, id, fields, redeliveries, acksets)
+  local ackset = false
+  if acksets then ackset = redis.call('HGET', acksets, id) end
+  return append_delivery(out, id, fields, redeliveries, ackset)
+end
+
 
 -- Claim entry `id` (pending at `owner`) for consumer `uid`, counting a delivery, and emit it.
 -- Returns the permits used, or nil when the entry left the stream meanwhile (then it is acked).
@@ -208,6 +223,20 @@ local function failover_active(k, partition, now)
     return a.uid < b.uid
   end)
   return candidates[1].uid
+end
+
+-- Start of every dispatch: renew the consumer's lease and, on Failover, check it is the
+-- active consumer. Returns nil to go on, else the script's reply: {2} consumer gone (its
+-- lease expired and it was reaped), {6, active uid} not the active Failover consumer.
+local function lease_and_active(k, uid, lease_ms, sub_type, partition)
+  if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
+  local now = now_ms()
+  redis.call('ZADD', k.consumers, 'XX', now + tonumber(lease_ms), uid)
+  if sub_type == '2' then
+    local active = failover_active(k, tonumber(partition), now)
+    if active ~= uid then return {6, active or ''} end
+  end
+  return nil
 end
 
 -- ---------------------------------------------------------------------------------------

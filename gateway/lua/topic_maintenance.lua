@@ -45,16 +45,7 @@ if redis.call('EXISTS', stream) == 0 then return {0, 0, 0, 0} end
 local now = now_ms()
 local expired, trimmed, more = 0, 0, 0
 
--- {name, last-delivered-id} of every consumer group
-local groups = {}
-for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local name, last
-  for i = 1, #info, 2 do
-    if info[i] == 'name' then name = info[i + 1] end
-    if info[i] == 'last-delivered-id' then last = info[i + 1] end
-  end
-  groups[#groups + 1] = {name, last}
-end
+local groups = group_cursors(stream)
 
 -- 1. TTL: acknowledge what is older than the TTL on every subscription
 if ttl_s > 0 then
