@@ -97,6 +97,7 @@ class Broker:
         self._channel_subs: dict[str, set[Subscription]] = {}
         self._uids = itertools.count()
         self._lease_task: asyncio.Task[None] | None = None
+        self._stopped_dispatchers: set[asyncio.Task[None]] = set()
         #: retention and message TTL rounds (docs/lifecycle.md)
         self.maintenance = TopicMaintenance(self)
         #: topic compaction; its EntryInspector is given by gateway/main.py
@@ -131,6 +132,7 @@ class Broker:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._lease_task
+        await asyncio.gather(*self._stopped_dispatchers, return_exceptions=True)
         await self.storage.close()
         await self.notifier.close()
 
@@ -288,7 +290,11 @@ class Broker:
         key = (sub.topic.full_name, sub.name)
         if self._subscriptions.get(key) is sub:
             del self._subscriptions[key]
-        sub.dispatcher.stop()
+        task = sub.dispatcher.stop()
+        if task is not None:
+            # Awaited at shutdown, so no cancelled task outlives the event loop.
+            self._stopped_dispatchers.add(task)
+            task.add_done_callback(self._stopped_dispatchers.discard)
         channel = sub.topic.keys.notify_channel
         subs = self._channel_subs.get(channel)
         if subs is not None:

@@ -95,10 +95,12 @@ class Dispatcher:
             )
         self.wake()
 
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+    def stop(self) -> asyncio.Task[None] | None:
+        """Cancel the dispatcher task; returns it (to await at shutdown) if it was running."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        return task
 
     async def _run(self) -> None:
         while True:

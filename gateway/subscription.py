@@ -169,7 +169,6 @@ class Subscription:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         if not self.consumers:
-            self.dispatcher.stop()
             self.broker.drop_subscription(self)
 
     async def last_message_id(self) -> LastMessageId:
