@@ -27,6 +27,7 @@ from gateway.consumer import (
     InitialPosition,
     SubscriptionType,
 )
+from gateway.dispatcher import POLL_INTERVAL
 from gateway.errors import GatewayError, NotAllowed
 from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
@@ -132,7 +133,8 @@ class Broker:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._lease_task
-        await asyncio.gather(*self._stopped_dispatchers, return_exceptions=True)
+        if self._stopped_dispatchers:
+            await asyncio.wait(self._stopped_dispatchers, timeout=2 * POLL_INTERVAL)
         await self.storage.close()
         await self.notifier.close()
 

@@ -103,9 +103,12 @@ class Dispatcher:
         return task
 
     async def _run(self) -> None:
-        while True:
+        # Runs while it is this dispatcher's task: a stop() whose cancellation is lost
+        # (it can be, racing a completed wait) still ends the loop at the next round.
+        while self._task is asyncio.current_task():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+                async with asyncio.timeout(POLL_INTERVAL):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 if time.monotonic() >= self._next_reap:
