@@ -22,12 +22,17 @@ gateways share one assignment:
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import mmh3
 
-__all__ = ["HASH_RANGE_SIZE", "KeySharedMode", "KeySharedPolicy", "sticky_key_hash"]
+__all__ = [
+    "HASH_RANGE_SIZE",
+    "KeySharedMode",
+    "KeySharedPolicy",
+    "parse_ranges",
+    "sticky_key_hash",
+]
 
 #: Size of the hash space (Pulsar ``DEFAULT_RANGE_SIZE`` = 2^16).
 HASH_RANGE_SIZE = 65536
@@ -76,8 +81,3 @@ def parse_ranges(text: str | bytes) -> list[tuple[int, int]]:
             start, _, end = part.partition("-")
             out.append((int(start), int(end)))
     return out
-
-
-def covered(ranges: Sequence[tuple[int, int]], value: int) -> bool:
-    """True when ``value`` lies in one of ``ranges`` (inclusive)."""
-    return any(start <= value <= end for start, end in ranges)

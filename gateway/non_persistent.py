@@ -99,8 +99,7 @@ class NonPersistentProducer(Producer):
         ledger, entry = self._manager.next_id()
         payload = _HEADER.pack(ledger, entry, num_messages) + blob
         self._manager.storage.call("PUBLISH", self.topic.keys.non_persistent_channel, payload)
-        self._manager.metrics.in_messages += num_messages
-        self._manager.metrics.in_bytes += len(blob)
+        self._count_in(blob, num_messages)
         return _done(b"%d-%d" % (ledger, entry))
 
 

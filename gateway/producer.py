@@ -106,6 +106,15 @@ class Producer:
         self.on_lost: Callable[[Producer], None] | None = None
         self.closed = False
 
+    def _appended(self, blob: bytes, num_messages: int) -> None:
+        """Wake the topic's dispatchers after this tick and count the entry."""
+        self._storage.notify(self.topic.keys.notify_channel)
+        self._count_in(blob, num_messages)
+
+    def _count_in(self, blob: bytes, num_messages: int) -> None:
+        self._metrics.in_messages += num_messages
+        self._metrics.in_bytes += len(blob)
+
     @staticmethod
     def generate_name(cluster: str, gateway_id: str) -> str:
         """A fleet-unique producer name, in the shape of Java's ``<cluster>-<broker>-<n>``."""
@@ -136,9 +145,7 @@ class Producer:
         if chunk is not None:
             args += [ENTRY_CHUNK, chunk]
         fut = self._storage.call(*args)
-        self._storage.notify(self.topic.keys.notify_channel)
-        self._metrics.in_messages += num_messages
-        self._metrics.in_bytes += len(blob)
+        self._appended(blob, num_messages)
         return fut
 
     @property
@@ -184,9 +191,7 @@ class Producer:
                 "" if chunk is None else chunk,
             ],
         )
-        self._storage.notify(self.topic.keys.notify_channel)
-        self._metrics.in_messages += num_messages
-        self._metrics.in_bytes += len(blob)
+        self._appended(blob, num_messages)
         return fut
 
     def lost(self) -> None:

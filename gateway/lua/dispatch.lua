@@ -43,18 +43,7 @@ while remaining > 0 do
 end
 
 -- 2. new entries
-while remaining > 0 do
-  local want = math.max(1, math.floor(remaining / per_entry))
-  local reply = redis.call('XREADGROUP', 'GROUP', group, uid, 'COUNT', want, 'STREAMS', k.stream, '>')
-  if not reply then break end
-  local entries = reply[1][2]
-  for i, entry in ipairs(entries) do
-    if remaining <= 0 then
-      unread(k, group, entries, i)
-      return out
-    end
-    remaining = remaining - emit(out, entry[1], entry[2], 0, nil)
-  end
-  if #entries < want then break end
-end
+read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
+  return emit(out, entry[1], entry[2], 0, nil)
+end)
 return out

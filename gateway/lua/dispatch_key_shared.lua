@@ -97,28 +97,15 @@ local waiting = 0
 for _, c in ipairs(summary[4] or {}) do
   if string.sub(c[1], 1, #WAITING) == WAITING then waiting = waiting + tonumber(c[2]) end
 end
-local examined = 0
-while remaining > 0 and not truncated and waiting < LOOKAHEAD and examined < READ_LIMIT do
-  local want = math.min(READ_LIMIT - examined, math.max(1, math.floor(remaining / per_entry)))
-  local reply = redis.call('XREADGROUP', 'GROUP', group, uid, 'COUNT', want, 'STREAMS', k.stream, '>')
-  if not reply then break end
-  local entries = reply[1][2]
-  for i, entry in ipairs(entries) do
-    if remaining <= 0 then
-      unread(k, group, entries, i)
-      return out
-    end
-    examined = examined + 1
+if not truncated then
+  read_new(k, group, uid, remaining, per_entry, READ_LIMIT, function(entry)
     local target = route(entry[2])
-    if target then
-      -- read but not sent: the delivery XREADGROUP counted is taken back
-      claim_justid(k.stream, group, target, {entry[1]}, 0)
-      waiting = waiting + 1
-      if target ~= mine then out[2] = 1 end
-    else
-      remaining = remaining - emit(out, entry[1], entry[2], 0, nil)
-    end
-  end
-  if #entries < want then break end
+    if not target then return emit(out, entry[1], entry[2], 0, nil) end
+    -- read but not sent: the delivery XREADGROUP counted is taken back
+    claim_justid(k.stream, group, target, {entry[1]}, 0)
+    waiting = waiting + 1
+    if target ~= mine then out[2] = 1 end
+    return 0
+  end, function() return waiting >= LOOKAHEAD end)
 end
 return out

@@ -166,22 +166,31 @@ local function claim_and_emit(k, group, uid, id, delivered_before, out)
   return nil
 end
 
--- Un-read entries i.. of an XREADGROUP reply: ack them and set the cursor back before them.
-local function unread(k, group, entries, i)
-  local args = {'XACK', k.stream, group}
-  for j = i, #entries do args[#args + 1] = entries[j][1] end
-  redis.call(unpack(args))
-  if i > 1 then
-    redis.call('XGROUP', 'SETID', k.stream, group, entries[i - 1][1])
-  else
-    -- the first entry read: the cursor goes back to just before it
-    local ms, seq = split_id(entries[1][1])
-    if seq > 0 then
-      redis.call('XGROUP', 'SETID', k.stream, group, ms .. '-' .. (seq - 1))
-    else
-      local before = redis.call('XREVRANGE', k.stream, '(' .. entries[1][1], '-', 'COUNT', 1)
-      redis.call('XGROUP', 'SETID', k.stream, group, before[1] and before[1][1] or '0-0')
+-- Read new entries past the group's cursor for consumer `uid` and hand each to
+-- `take(entry)`, which returns the permits it used (0 for an entry it queued elsewhere).
+-- Stops when the permits run out, the stream is exhausted, `limit` entries were read or
+-- `full()` says so. Entries read beyond the permits are un-read (XACK and the cursor set
+-- back before them), so permits are honoured exactly; as the permits only run out after
+-- an entry was taken, an un-read entry always has a taken one before it.
+local function read_new(k, group, uid, remaining, per_entry, limit, take, full)
+  local examined = 0
+  while remaining > 0 and examined < limit and not (full and full()) do
+    local want = math.min(limit - examined, math.max(1, math.floor(remaining / per_entry)))
+    local reply = redis.call('XREADGROUP', 'GROUP', group, uid, 'COUNT', want, 'STREAMS', k.stream, '>')
+    if not reply then break end
+    local entries = reply[1][2]
+    for i, entry in ipairs(entries) do
+      if remaining <= 0 then
+        local args = {'XACK', k.stream, group}
+        for j = i, #entries do args[#args + 1] = entries[j][1] end
+        redis.call(unpack(args))
+        redis.call('XGROUP', 'SETID', k.stream, group, entries[i - 1][1])
+        return
+      end
+      examined = examined + 1
+      remaining = remaining - take(entry)
     end
+    if #entries < want then break end
   end
 end
 
