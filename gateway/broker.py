@@ -133,6 +133,10 @@ class Broker:
             self._lease_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._lease_task
+        if self._refresh is not None:
+            self._refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh
         if self._stopped_dispatchers:
             await asyncio.wait(self._stopped_dispatchers, timeout=2 * POLL_INTERVAL)
         await self.storage.close()
@@ -206,8 +210,10 @@ class Broker:
         await self.producers.remove(producer)
 
     def _policies_changed(self) -> None:
-        if self._refresh is None or self._refresh.done():
-            self._refresh = asyncio.get_running_loop().create_task(self.refresh_deduplication())
+        # A refresh already running may have read the old value: start over.
+        if self._refresh is not None:
+            self._refresh.cancel()
+        self._refresh = asyncio.get_running_loop().create_task(self.refresh_deduplication())
 
     async def refresh_deduplication(self) -> None:
         """Re-read the deduplication policy of every local producer's topic."""

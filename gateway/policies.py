@@ -36,6 +36,9 @@ class Policies:
         self._notifier = notifier
         self._schema = schema
         self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        #: Bumped whenever the cache is dropped, so a read that started before a change
+        #: does not put the old value back into the cache.
+        self._generation = 0
         self._listeners: list[Callable[[], None]] = []
 
     def start(self) -> None:
@@ -46,7 +49,7 @@ class Policies:
         self._listeners.append(callback)
 
     def _changed(self) -> None:
-        self._cache.clear()
+        self._drop_cache()
         for callback in self._listeners:
             callback()
 
@@ -63,10 +66,16 @@ class Policies:
         cached = self._cache.get((key, name))
         if cached is not None and cached[0] > now:
             return cached[1]
+        generation = self._generation
         raw = await self._storage.call("HGET", key, name)
         value = None if raw is None else json.loads(raw)
-        self._cache[(key, name)] = (now + CACHE_SECONDS, value)
+        if generation == self._generation:
+            self._cache[(key, name)] = (now + CACHE_SECONDS, value)
         return value
+
+    def _drop_cache(self) -> None:
+        self._cache.clear()
+        self._generation += 1
 
     async def get_namespace(self, namespace: str, name: str) -> Any | None:
         return await self._get(self._schema.namespace_policies(namespace), name)
@@ -91,7 +100,7 @@ class Policies:
 
     async def _write(self, command: str, key: str, *args: Any) -> None:
         await self._storage.call(command, key, *args)
-        self._cache.clear()
+        self._drop_cache()
         self._storage.notify(self._schema.policies_channel)
 
     async def set_namespace(self, namespace: str, name: str, value: Any) -> None:

@@ -9,6 +9,7 @@ Redis through the broker's policies API or directly, as the admin API would.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from typing import Any
@@ -256,10 +257,15 @@ def test_policy_set_over_the_admin_api_applies_to_a_connected_producer(
 
     asyncio.run(enable_over_http())
 
+    probes = itertools.count(1000)
+
     def deduplicated() -> bool:
+        # A fresh id per probe: a pair sent while the policy arrives (first half stored
+        # unrecorded, second half recorded) must not make every later pair a duplicate.
+        sequence_id = next(probes)
         before = redis_clean.xlen(stream_key(topic))
-        producer.send(b"probe", sequence_id=1000)
-        producer.send(b"probe", sequence_id=1000)
+        producer.send(b"probe", sequence_id=sequence_id)
+        producer.send(b"probe", sequence_id=sequence_id)
         return bool(redis_clean.xlen(stream_key(topic)) == before + 1)
 
     wait_for(deduplicated)
