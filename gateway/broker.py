@@ -18,7 +18,7 @@ import secrets
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway import deduplication
+from gateway import deduplication, delayed_delivery
 from gateway.compaction import CompactionService
 from gateway.config import GatewayConfig
 from gateway.consumer import (
@@ -27,6 +27,7 @@ from gateway.consumer import (
     InitialPosition,
     SubscriptionType,
 )
+from gateway.delayed_delivery import DelayedDeliveryPolicy
 from gateway.dispatcher import POLL_INTERVAL
 from gateway.errors import GatewayError, NotAllowed
 from gateway.key_shared import KeySharedPolicy
@@ -38,6 +39,7 @@ from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer, ProducerAccessMode
 from gateway.producer_registry import ProducerRegistry
+from gateway.scheduled_messages import ScheduledMessages
 from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
@@ -84,13 +86,18 @@ class Broker:
         self.storage = Storage(redis)
         self.notifier = Notifier(redis)
         self.schema = KeySchema(config.key_prefix)
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(config.cluster_name)
         self.policies = Policies(self.storage, self.notifier, self.schema)
         self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
         self.producers = ProducerRegistry(
             self.storage, self.notifier, int(config.consumer_lease_seconds * 1000)
         )
         self.schemas = SchemaRegistry(self.storage, self.schema)
+        #: the delayed-delivery policy of topics without one (the gateway's flags)
+        self.delayed_delivery = DelayedDeliveryPolicy(
+            active=config.delayed_delivery_enabled,
+            max_delay_ms=config.delayed_delivery_max_delay_ms,
+        )
         self._producer_uids = itertools.count()
         self._refresh: asyncio.Task[None] | None = None
         self._topics: dict[str, Topic] = {}
@@ -104,6 +111,8 @@ class Broker:
         #: topic compaction; its EntryInspector is given by gateway/main.py
         self.compaction = CompactionService(self)
         self.non_persistent = NonPersistentTopics(self)
+        #: admin operations on subscriptions' scheduled messages
+        self.scheduled = ScheduledMessages(self)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -201,7 +210,9 @@ class Broker:
         )
         producer.topic_epoch = topic_epoch
         producer.schema_version = version
-        producer.deduplication = await deduplication.enabled(self.policies, topic.name)
+        producer.deduplication, producer.delayed_delivery = await self._producer_policies(
+            topic.name
+        )
         await self.producers.add(producer)
         return producer
 
@@ -213,20 +224,28 @@ class Broker:
         # A refresh already running may have read the old value: start over.
         if self._refresh is not None:
             self._refresh.cancel()
-        self._refresh = asyncio.get_running_loop().create_task(self.refresh_deduplication())
+        self._refresh = asyncio.get_running_loop().create_task(self.refresh_producer_policies())
 
-    async def refresh_deduplication(self) -> None:
-        """Re-read the deduplication policy of every local producer's topic."""
-        flags: dict[str, bool] = {}
+    async def _producer_policies(self, topic: TopicName) -> tuple[bool, DelayedDeliveryPolicy]:
+        """The policies a producer applies on every SEND: deduplication, delayed delivery."""
+        return (
+            await deduplication.enabled(self.policies, topic),
+            await delayed_delivery.effective(self.policies, topic, self.delayed_delivery),
+        )
+
+    async def refresh_producer_policies(self) -> None:
+        """Re-read the deduplication and delayed-delivery policies of every local
+        producer's topic."""
+        found: dict[str, tuple[bool, DelayedDeliveryPolicy]] = {}
         for producer in self.producers.producers():
             key = producer.topic.full_name
-            if key not in flags:
+            if key not in found:
                 try:
-                    flags[key] = await deduplication.enabled(self.policies, producer.topic.name)
+                    found[key] = await self._producer_policies(producer.topic.name)
                 except GatewayError as exc:
-                    log.warning("reading the deduplication policy failed: %s", exc)
+                    log.warning("reading producer policies failed: %s", exc)
                     return
-            producer.deduplication = flags[key]
+            producer.deduplication, producer.delayed_delivery = found[key]
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -328,7 +347,7 @@ class Broker:
                 log.warning("lease renewal failed: %s", exc)
             try:
                 await self.producers.renew()
-                await self.refresh_deduplication()
+                await self.refresh_producer_policies()
             except (GatewayError, RedisError) as exc:
                 log.warning("producer lease renewal failed: %s", exc)
 

@@ -116,6 +116,18 @@ def _check_ttl_seconds(value: object) -> int:
     return value
 
 
+def _check_bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return value
+
+
+def _check_non_negative_ms(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"must be 0 (off) or a positive number of milliseconds, got {value!r}")
+    return value
+
+
 def _check_non_empty(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a non-empty string, got {value!r}")
@@ -172,6 +184,8 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "default_retention_mb": _check_retention_limit,
     "default_message_ttl_seconds": _check_ttl_seconds,
     "topic_maintenance_interval_seconds": _check_positive_seconds,
+    "delayed_delivery_enabled": _check_bool,
+    "delayed_delivery_max_delay_ms": _check_non_negative_ms,
 }
 
 
@@ -205,6 +219,10 @@ class GatewayConfig:
             (Pulsar ``ttlDurationDefaultInSeconds``); 0 disables expiry.
         topic_maintenance_interval_seconds: How often the fleet applies retention and TTL
             to every topic (Pulsar ``retentionCheckIntervalInSeconds``).
+        delayed_delivery_enabled: Whether delivery times are honoured on topics without a
+            delayedDelivery policy (Pulsar ``delayedDeliveryEnabled``).
+        delayed_delivery_max_delay_ms: Longest delay a producer may ask for on topics
+            without a delayedDelivery policy (``delayedDeliveryMaxDelayInMillis``); 0 = none.
 
     Raises:
         ValueError: A field fails validation.
@@ -227,6 +245,8 @@ class GatewayConfig:
     default_retention_mb: int = 0
     default_message_ttl_seconds: int = 0
     topic_maintenance_interval_seconds: float = 60.0
+    delayed_delivery_enabled: bool = True
+    delayed_delivery_max_delay_ms: int = 0
 
     def __post_init__(self) -> None:
         for name, check in _VALIDATORS.items():
@@ -293,6 +313,15 @@ def _parse_str(text: str) -> str:
     return text
 
 
+def _parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
 _OPTIONS: Final[tuple[_Option, ...]] = (
     _Option("port", _parse_int, "PORT", "Pulsar binary protocol port (0 = pick a free one)"),
     _Option("http_port", _parse_int, "PORT", "HTTP admin/health/metrics port (0 = free one)"),
@@ -348,6 +377,19 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_float,
         "SECONDS",
         "interval of the fleet's retention and TTL rounds over every topic",
+    ),
+    _Option(
+        "delayed_delivery_enabled",
+        _parse_bool,
+        "BOOL",
+        "honour delivery times (deliver_at/deliver_after) on topics without a "
+        "delayedDelivery policy",
+    ),
+    _Option(
+        "delayed_delivery_max_delay_ms",
+        _parse_int,
+        "MS",
+        "longest delivery delay allowed on topics without a delayedDelivery policy (0 = none)",
     ),
 )
 

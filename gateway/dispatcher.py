@@ -2,11 +2,13 @@
 
 Theory of operation. Each subscription with consumers on this gateway has one dispatcher
 task. It sleeps until woken, by a topic notification (pub/sub, from any gateway's
-producers or redeliveries), by new permits (``CommandFlow``), or by a slow poll that also
-reaps consumers whose lease expired. Awake, it runs :meth:`Dispatcher.run_once`: for every
-local consumer with permits it calls ``dispatch.lua``, which atomically hands the consumer
-parked redeliveries first and then new entries past the group's cursor, never more messages
-than the permits allow. All consumers' calls go out in the same pipeline.
+producers or redeliveries), by new permits (``CommandFlow``), when the subscription's
+earliest scheduled message is due (every dispatch reply says in how many milliseconds, by
+Redis's clock), or by a slow poll that also reaps consumers whose lease expired. Awake, it
+runs :meth:`Dispatcher.run_once`: for every local consumer with permits it calls
+``dispatch.lua``, which atomically hands the consumer parked redeliveries first, then due
+scheduled messages, then new entries past the group's cursor, never more messages than the
+permits allow. All consumers' calls go out in the same pipeline.
 
 A lone consumer is fed in chunks of ``DISPATCH_CHUNK`` messages, the request for the next
 chunk sent before the current one is encoded, so Redis and the gateway overlap. With
@@ -52,10 +54,10 @@ POLL_INTERVAL = 1.0
 
 
 def parse_deliveries(reply: list[Any]) -> list[Delivery]:
-    """Turn a dispatch script's ``{code, moved, id, fields, count, ack set, ...}`` into
-    deliveries."""
+    """Turn a dispatch script's ``{code, moved, next_due, id, fields, count, ack set, ...}``
+    into deliveries."""
     out: list[Delivery] = []
-    for i in range(2, len(reply), 4):
+    for i in range(3, len(reply), 4):
         fields = reply[i + 1]
         blob = b""
         num = 1
@@ -81,6 +83,8 @@ class Dispatcher:
         self.subscription = subscription
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: loop time when the earliest scheduled message is due, if known
+        self._due_at: float | None = None
         self._messages_per_entry = 1.0
         self._next_reap = 0.0
         self._rotation = 0
@@ -105,11 +109,17 @@ class Dispatcher:
     async def _run(self) -> None:
         # Runs while it is this dispatcher's task: a stop() whose cancellation is lost
         # (it can be, racing a completed wait) still ends the loop at the next round.
+        loop = asyncio.get_running_loop()
         while self._task is asyncio.current_task():
+            timeout = POLL_INTERVAL
+            if self._due_at is not None:
+                timeout = min(timeout, max(0.0, self._due_at - loop.time()))
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(POLL_INTERVAL):
+                async with asyncio.timeout(timeout):
                     await self._wake.wait()
             self._wake.clear()
+            if self._due_at is not None and self._due_at <= loop.time():
+                self._due_at = None  # this round's replies tell the next time
             try:
                 if time.monotonic() >= self._next_reap:
                     await self.reap()
@@ -223,11 +233,24 @@ class Dispatcher:
             sub.set_active(reply[1])
             return False
         if reply[1]:
-            # Key_Shared entries were queued for consumers elsewhere: wake their gateways.
+            # Key_Shared entries were queued for consumers elsewhere, or a message was
+            # scheduled ahead of the earliest one: wake the other gateways.
             sub.topic.notify()
+        if reply[2] >= 0:
+            self._wake_at(reply[2])
         if sub.type is SubscriptionType.FAILOVER:
             sub.set_active(consumer.uid)
         return True
+
+    def _wake_at(self, due_in_ms: int) -> None:
+        """Be awake when the earliest scheduled message is due, ``due_in_ms`` from the
+        reply (Redis's clock: only the interval is used, so gateway clocks do not matter;
+        the reply's travel time only makes the wake-up later, never early)."""
+        due_at = asyncio.get_running_loop().time() + due_in_ms / 1000
+        if self._due_at is None or due_at < self._due_at:
+            self._due_at = due_at
+            if due_in_ms == 0:
+                self.wake()
 
     def _hand_over(self, consumer: Consumer, reply: list[Any]) -> int:
         """Deliver one dispatch reply; returns the messages delivered."""

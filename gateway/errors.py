@@ -40,6 +40,7 @@ __all__ = [
     "IncompatibleSchema",
     "InvalidPartitionCount",
     "InvalidTopicName",
+    "MessageNotFound",
     "MessageTooLarge",
     "NotAllowed",
     "ProducerBusy",
@@ -103,6 +104,10 @@ class SubscriptionNotFound(GatewayError):
 
 class TopicNotFound(GatewayError):
     """The topic does not exist."""
+
+
+class MessageNotFound(GatewayError):
+    """No such message in the state the request needs (e.g. not scheduled)."""
 
 
 class TopicConflict(NotAllowed):

@@ -42,6 +42,15 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 its unacked indexes as "0"/"1" chars ("1" =
                                                 not acked); ``ack_batch_index.lua``, cleared
                                                 by acks, cumulative acks, seek
+``P:{T}:delayed:<sub>``                 zset    Shared/Key_Shared: the subscription's
+                                                scheduled messages, stream id -> deliver-at
+                                                (ms since epoch); the entries are pending
+                                                at the reserved consumer ``~delayed``.
+                                                Dispatch adds (reading an entry with a
+                                                future ``d``) and promotes due ones; the
+                                                admin scheduled-message scripts cancel and
+                                                reschedule; seek, unsubscribe and a switch
+                                                to Exclusive/Failover clear it
 ``P:{T}:notify``                        pubsub  channel, not a key: "new work on this topic"
                                                 (``PUBLISH`` after appends and redeliveries)
 ``P:{T}:maintenance``                   string  retention/TTL round lock: the gateway id
@@ -108,15 +117,20 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
 metadata, payload, exactly as the producer sent it), ``n`` the number of messages when the
 entry is a client batch of more than one (absent otherwise), ``h`` the Key_Shared sticky-key
-hash (0..65535) when the entry has a key. Compacted-view entries (``P:{T}:compacted``) may
-carry ``a``: the ack set of a client batch some of whose messages were compacted out, one
-"0"/"1" char per message ("1" = delivered), absent when the whole entry is kept.
+hash (0..65535) when the entry has a key, ``u`` ``"<chunk id>:<uuid>"`` for a chunk of a
+chunked message, ``d`` the deliver-at time (ms since epoch) of a delayed message, after the
+topic's delayed-delivery policy (:mod:`gateway.delayed_delivery`). Compacted-view entries
+(``P:{T}:compacted``) may carry ``a``: the ack set of a client batch some of whose messages
+were compacted out, one "0"/"1" char per message ("1" = delivered), absent when the whole
+entry is kept.
 
 Within a consumer group, the pending-entries list is the subscription's unacked set. The
 reserved consumer name :data:`PARKED_CONSUMER` owns entries waiting for redelivery (nacked,
 or held by a consumer that left); dispatch hands them out first, in id order. On Key_Shared
 subscriptions, reserved consumers ``~w:<uid>`` hold entries read for consumer ``<uid>`` but
 not yet sent to it, and ``~w:~none`` entries whose hash no consumer covers (STICKY gaps).
+On Shared and Key_Shared subscriptions the reserved consumer :data:`DELAYED_CONSUMER` owns
+the scheduled messages indexed in ``P:{T}:delayed:<sub>`` until they are due.
 """
 
 from __future__ import annotations
@@ -126,6 +140,7 @@ from dataclasses import dataclass
 from gateway.topic_name import TopicName
 
 __all__ = [
+    "DELAYED_CONSUMER",
     "PARKED_CONSUMER",
     "KeySchema",
     "TopicKeys",
@@ -135,6 +150,9 @@ __all__ = [
 #: Consumer name in every consumer group that holds entries awaiting redelivery. Consumer
 #: uids are ``<gateway id>-<n>``, so they never collide with it.
 PARKED_CONSUMER = b"~parked"
+#: Consumer name that holds a Shared/Key_Shared subscription's scheduled (delayed) messages
+#: until they are due; spelled in ``lua/lib.lua`` as ``DELAYED``.
+DELAYED_CONSUMER = b"~delayed"
 
 
 def hash_tag(topic: str) -> str:
@@ -181,11 +199,14 @@ class TopicKeys:
     def ack_sets(self, subscription: str) -> str:
         return f"{self._base}:acksets:{subscription}"
 
+    def delayed(self, subscription: str) -> str:
+        return f"{self._base}:delayed:{subscription}"
+
     def subscription_keys(self, subscription: str) -> list[str]:
         """Every key of one subscription, in the order of ``lua/lib.lua``'s ``sub_keys()``
         (the KEYS of every subscription script): stream, subscriptions, consumers, consumer
-        info, Key_Shared ranges, Key_Shared join positions, ack sets, then the
-        non-persistent consumers zset. Topic deletion deletes them all."""
+        info, Key_Shared ranges, Key_Shared join positions, ack sets, the non-persistent
+        consumers zset, then the scheduled-message index. Topic deletion deletes them all."""
         return [
             self.stream,
             self.subscriptions,
@@ -195,6 +216,7 @@ class TopicKeys:
             self.key_shared_joined(subscription),
             self.ack_sets(subscription),
             self.non_persistent_consumers(subscription),
+            self.delayed(subscription),
         ]
 
     @property

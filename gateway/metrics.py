@@ -25,7 +25,8 @@ __all__ = ["GatewayMetrics"]
 class GatewayMetrics:
     """The counters and gauges adapters and the core update."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster: str = "standalone") -> None:
+        self.cluster = cluster
         self.registry = CollectorRegistry()
         r = self.registry
         self.connections = Gauge(
@@ -48,6 +49,9 @@ class GatewayMetrics:
         self.in_bytes = 0
         self.out_messages = 0
         self.commands: Tally[tuple[str, str]] = Tally()
+        # delayed delivery policy enforcement (PIP-437), by (namespace, topic)
+        self.delayed_rejected: Tally[tuple[str, str]] = Tally()
+        self.fixed_delay_overridden: Tally[tuple[str, str]] = Tally()
         r.register(_HotCounters(self))
 
     def count_command(self, protocol: str, command: str) -> None:
@@ -80,3 +84,20 @@ class _HotCounters(Collector):
         for (protocol, command), count in sorted(m.commands.items()):
             commands.add_metric([protocol, command], count)
         yield commands
+        # PIP-437's counters, with Pulsar's topic labels
+        for name, help_text, tally in (
+            (
+                "pulsar_broker_topic_messages_delayed_rejected",
+                "Messages refused because their delivery delay exceeded the maximum",
+                m.delayed_rejected,
+            ),
+            (
+                "pulsar_broker_topic_messages_fixed_delay_overridden",
+                "Messages whose requested delivery time the fixed delay replaced",
+                m.fixed_delay_overridden,
+            ),
+        ):
+            family = CounterMetricFamily(name, help_text, labels=["cluster", "namespace", "topic"])
+            for (namespace, topic), count in sorted(tally.items()):
+                family.add_metric([m.cluster, namespace, topic], count)
+            yield family

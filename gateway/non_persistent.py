@@ -93,9 +93,14 @@ class NonPersistentProducer(Producer):
         num_messages: int,
         sticky_key: bytes | None = None,
         chunk: str | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
     ) -> asyncio.Future[bytes]:
         # Key_Shared is refused on non-persistent topics and chunking needs a persistent
-        # one (the client refuses it), so the sticky key and chunk tag are unused.
+        # one (the client refuses it), so the sticky key and chunk tag are unused. Nothing
+        # is stored to hold back, so delivery times are ignored, as Pulsar's non-persistent
+        # dispatchers do (they have no delayed-delivery tracker).
         ledger, entry = self._manager.next_id()
         payload = _HEADER.pack(ledger, entry, num_messages) + blob
         self._manager.storage.call("PUBLISH", self.topic.keys.non_persistent_channel, payload)

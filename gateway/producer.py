@@ -13,6 +13,10 @@ producer without deduplication appends with a plain ``XADD``, the hot path.
 
 A producer's registration with the fleet (name, access mode, lease) is kept by
 :mod:`gateway.producer_registry`; this object is one gateway's handle on it.
+
+An entry asking for a delivery time is stored with the time the topic's delayed-delivery
+policy gives it (field ``d``, :mod:`gateway.delayed_delivery`); one the policy refuses is
+failed in send order, after the appends before it, so the client hears in order.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import asyncio
 import enum
 import itertools
 from collections.abc import Callable
+from typing import Any
 
+from gateway.delayed_delivery import DelayedDeliveryPolicy, DeliveryDelayNotAllowed
 from gateway.key_shared import sticky_key_hash
 from gateway.metrics import GatewayMetrics
 from gateway.storage import Storage
@@ -30,6 +36,7 @@ from gateway.topic import Topic
 __all__ = [
     "ENTRY_BLOB",
     "ENTRY_CHUNK",
+    "ENTRY_DELIVER_AT",
     "ENTRY_KEY_HASH",
     "ENTRY_NUM_MESSAGES",
     "Producer",
@@ -44,6 +51,8 @@ ENTRY_NUM_MESSAGES = b"n"
 ENTRY_KEY_HASH = b"h"
 #: Stream entry field of a chunk of a chunked message: ``"<chunk id>:<uuid>"``.
 ENTRY_CHUNK = b"u"
+#: Stream entry field of a delayed message: its deliver-at time, ms since epoch.
+ENTRY_DELIVER_AT = b"d"
 
 _names = itertools.count()
 
@@ -69,6 +78,8 @@ class Producer:
         last_sequence_id: the highest stored sequence id of this producer name when it was
             created (PRODUCER_SUCCESS.last_sequence_id), -1 when unknown or dedup is off.
         schema_version: the topic schema version the producer registered, if any.
+        delayed_delivery: the topic's effective delayed-delivery policy (kept current by
+            the broker when policies change).
         ready: resolves when a WaitForExclusive producer gets the topic (already resolved
             for the other modes); fails with ProducerFenced if it is fenced while waiting.
         on_lost: called when the gateway closes the producer itself (fenced, superseded by
@@ -101,6 +112,9 @@ class Producer:
         self.deduplication = False
         self.last_sequence_id = -1
         self.schema_version: int | None = None
+        self.delayed_delivery = DelayedDeliveryPolicy()
+        #: the last append (or refusal), which a refusal is answered after
+        self._last: asyncio.Future[Any] | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting = False
         self.on_lost: Callable[[Producer], None] | None = None
@@ -120,14 +134,52 @@ class Producer:
         """A fleet-unique producer name, in the shape of Java's ``<cluster>-<broker>-<n>``."""
         return f"{cluster}-{gateway_id}-{next(_names)}"
 
+    def _deliver_at(self, publish_time: int, requested: int | None) -> int | None:
+        """The entry's stored deliver-at time under the topic's policy, counted in the
+        PIP-437 metrics.
+
+        Raises:
+            DeliveryDelayNotAllowed: the requested delay exceeds the policy's maximum.
+        """
+        policy = self.delayed_delivery
+        name = self.topic.name
+        try:
+            at = policy.deliver_at(publish_time, requested)
+        except DeliveryDelayNotAllowed:
+            self._metrics.delayed_rejected[name.namespace, str(name)] += 1
+            raise
+        if policy.overrides(requested):
+            self._metrics.fixed_delay_overridden[name.namespace, str(name)] += 1
+        return at
+
+    def _refuse(self, exc: Exception) -> asyncio.Future[Any]:
+        """A future failing with ``exc`` once every earlier append has been answered."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        last = self._last
+
+        def fail(_: object = None) -> None:
+            if not fut.done():
+                fut.set_exception(exc)
+
+        if last is None or last.done():
+            fail()
+        else:
+            last.add_done_callback(fail)
+        self._last = fut
+        return fut
+
     def publish(
         self,
         blob: bytes,
         num_messages: int,
         sticky_key: bytes | None = None,
         chunk: str | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
     ) -> asyncio.Future[bytes]:
-        """Append one entry; the future resolves with its stream id (``b"ms-seq"``).
+        """Append one entry; the future resolves with its stream id (``b"ms-seq"``), or
+        fails with DeliveryDelayNotAllowed (nothing stored) after the earlier appends.
 
         Args:
             blob: the stored form of the entry (see :mod:`gateway.producer`).
@@ -136,7 +188,13 @@ class Producer:
                 its first message's), for Key_Shared routing; None when it has none.
             chunk: ``"<chunk id>:<uuid>"`` for a chunk of a chunked message, so that a
                 redelivery naming its last chunk brings back every chunk (``redeliver.lua``).
+            publish_time: ``MessageMetadata.publish_time`` (ms).
+            deliver_at: ``MessageMetadata.deliver_at_time``, None when not set.
         """
+        try:
+            at = self._deliver_at(publish_time, deliver_at)
+        except DeliveryDelayNotAllowed as exc:
+            return self._refuse(exc)
         args: list[bytes | str | int] = ["XADD", self._stream, "*", ENTRY_BLOB, blob]
         if num_messages > 1:
             args += [ENTRY_NUM_MESSAGES, num_messages]
@@ -144,7 +202,9 @@ class Producer:
             args += [ENTRY_KEY_HASH, sticky_key_hash(sticky_key)]
         if chunk is not None:
             args += [ENTRY_CHUNK, chunk]
-        fut = self._storage.call(*args)
+        if at is not None:
+            args += [ENTRY_DELIVER_AT, at]
+        fut = self._last = self._storage.call(*args)
         self._appended(blob, num_messages)
         return fut
 
@@ -161,12 +221,16 @@ class Producer:
         record: int | None,
         sticky_key: bytes | None = None,
         chunk: str | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
     ) -> asyncio.Future[bytes | int | None]:
         """Append one entry after the deduplication and fencing checks, atomically.
 
         The future resolves with the stream id; None for a duplicate (nothing stored, the
         client gets a receipt anyway); 0 when an ExclusiveWithFencing producer took the
-        topic from this exclusive producer (nothing stored, the producer must close).
+        topic from this exclusive producer (nothing stored, the producer must close). It
+        fails with DeliveryDelayNotAllowed as :meth:`publish`'s does.
 
         Args:
             blob: the stored form of the entry.
@@ -174,8 +238,12 @@ class Producer:
             sequence_id: ``CommandSend.sequence_id``.
             record: the highest sequence id to record for the producer, or None for a chunk
                 that is not its message's last (see :func:`gateway.deduplication.to_record`).
-            sticky_key, chunk: as for :meth:`publish`.
+            sticky_key, chunk, publish_time, deliver_at: as for :meth:`publish`.
         """
+        try:
+            at = self._deliver_at(publish_time, deliver_at)
+        except DeliveryDelayNotAllowed as exc:
+            return self._refuse(exc)
         exclusive = self.access_mode is not ProducerAccessMode.SHARED
         fut: asyncio.Future[bytes | int | None] = self._storage.eval(
             "publish_checked",
@@ -189,8 +257,10 @@ class Producer:
                 "" if record is None else record,
                 "" if sticky_key is None else sticky_key_hash(sticky_key),
                 "" if chunk is None else chunk,
+                "" if at is None else at,
             ],
         )
+        self._last = fut
         self._appended(blob, num_messages)
         return fut
 

@@ -7,8 +7,10 @@ Topic level (``PersistentTopics.java``, PIP-39): ``GET/POST/DELETE
 segment differs for deduplication (``deduplicationEnabled``), and Pulsar takes the topic
 message TTL from the ``messageTTL`` query parameter rather than the body.
 
-Unset policies read as JSON ``null``; POST and DELETE answer 204 No Content, and invalid
-values get 412 Precondition Failed with a JSON ``reason``, as Pulsar does.
+Unset policies read as JSON ``null``, except ``delayedDelivery`` at namespace level, which
+reads as the broker defaults when unset (Pulsar's ``internalGetDelayedDelivery``); POST and
+DELETE answer 204 No Content, and invalid values get 412 Precondition Failed with a JSON
+``reason``, as Pulsar does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.broker import Broker
+from gateway.delayed_delivery import DELAYED_DELIVERY_POLICY, DelayedDeliveryPolicy
 from gateway.errors import InvalidTopicName
 from gateway.topic_name import parse_topic_name
 
@@ -61,6 +64,7 @@ class PolicySpec:
     topic_segment: str
     validate: Callable[[Any], Any]
     topic_query: str | None = None  # topic-level value taken from this query parameter
+    namespace_default: Callable[[Broker], Any] | None = None  # namespace GET when unset
 
 
 POLICIES: tuple[PolicySpec, ...] = (
@@ -69,6 +73,13 @@ POLICIES: tuple[PolicySpec, ...] = (
     PolicySpec("retention", "retention", "retention", _retention),
     PolicySpec(
         "compactionThreshold", "compactionThreshold", "compactionThreshold", _non_negative_int
+    ),
+    PolicySpec(
+        DELAYED_DELIVERY_POLICY,
+        "delayedDelivery",
+        "delayedDelivery",
+        lambda value: DelayedDeliveryPolicy.from_json(value).to_json(),
+        namespace_default=lambda broker: broker.delayed_delivery.to_json(),
     ),
 )
 
@@ -125,7 +136,10 @@ def _handler(spec: PolicySpec, broker_key: web.AppKey[Broker], topic_level: bool
             else (policies.get_namespace, policies.set_namespace, policies.delete_namespace)
         )
         if request.method == "GET":
-            return web.json_response(await get(scope, spec.name))
+            value = await get(scope, spec.name)
+            if value is None and not topic_level and spec.namespace_default is not None:
+                value = spec.namespace_default(request.app[broker_key])
+            return web.json_response(value)
         if request.method == "POST":
             await set_(scope, spec.name, await _read_value(request, spec, topic_level))
         else:

@@ -33,7 +33,9 @@ from gateway.errors import (
     GatewayError,
     InvalidPartitionCount,
     InvalidTopicName,
+    MessageNotFound,
     StorageError,
+    SubscriptionNotFound,
     TopicBusy,
     TopicConflict,
     TopicNotFound,
@@ -53,6 +55,8 @@ _STATUS: tuple[tuple[type[GatewayError], type[web.HTTPException]], ...] = (
     (TopicConflict, web.HTTPConflict),
     (TopicBusy, web.HTTPPreconditionFailed),
     (TopicNotFound, web.HTTPNotFound),
+    (SubscriptionNotFound, web.HTTPNotFound),
+    (MessageNotFound, web.HTTPNotFound),
     (InvalidPartitionCount, web.HTTPUnprocessableEntity),
     (StorageError, web.HTTPServiceUnavailable),
 )

@@ -24,6 +24,7 @@ from adapters.pulsar_binary.errors import server_error
 from gateway.broker import Broker, start_position
 from gateway.consumer import Consumer, Delivery, InitialPosition, SubscriptionType
 from gateway.deduplication import to_record
+from gateway.delayed_delivery import DeliveryDelayNotAllowed
 from gateway.errors import GatewayError, NotAllowed
 from gateway.key_shared import KeySharedMode, KeySharedPolicy
 from gateway.message_id import MessageId, stream_id
@@ -35,6 +36,9 @@ from proto import PulsarApi_pb2 as pb
 __all__ = ["Session"]
 
 log = logging.getLogger(__name__)
+
+#: ``CommandConnect.client_version`` prefix of the C++ library and clients built on it.
+CPP_CLIENT = "Pulsar-CPP"
 
 _NON_PERSISTENT = "non-persistent://"
 #: -1 as a MessageIdData field: the receipt of a deduplicated SEND is (-1, -1).
@@ -299,6 +303,8 @@ class Session:
         size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
         sticky_key = _sticky_key(metadata)
         chunk = f"{metadata.chunk_id}:{metadata.uuid}" if cmd.is_chunk else None
+        # MessageMetadata.deliver_at_time (19): deliver_at / deliver_after (PIP-26)
+        deliver_at = metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
         fut: asyncio.Future[bytes | int | None]
         if producer.checked:
             record = None
@@ -311,11 +317,23 @@ class Session:
                     num_chunks=metadata.num_chunks_from_msg if chunked else None,
                 )
             fut = producer.publish_checked(
-                cmd.payload.blob, max(size, 1), cmd.sequence_id, record, sticky_key, chunk
+                cmd.payload.blob,
+                max(size, 1),
+                cmd.sequence_id,
+                record,
+                sticky_key,
+                chunk,
+                publish_time=metadata.publish_time,
+                deliver_at=deliver_at,
             )
         else:
             fut = producer.publish(  # type: ignore[assignment]
-                cmd.payload.blob, max(size, 1), sticky_key, chunk
+                cmd.payload.blob,
+                max(size, 1),
+                sticky_key,
+                chunk,
+                publish_time=metadata.publish_time,
+                deliver_at=deliver_at,
             )
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
 
@@ -324,7 +342,9 @@ class Session:
                 return
             exc = f.exception()
             entry_id = None if exc is not None else f.result()
-            if exc is not None or entry_id == 0:
+            if isinstance(exc, DeliveryDelayNotAllowed):
+                self._refuse_send(producer_id, sequence_id, exc)
+            elif exc is not None or entry_id == 0:
                 # Never SEND_ERROR for storage trouble (the client would loop); close the
                 # producer so it reconnects and re-sends its pending messages. A fenced
                 # producer (0) learns it from the ProducerFenced its reconnection gets.
@@ -344,6 +364,22 @@ class Session:
             self.wants_flush()
 
         fut.add_done_callback(receipt)
+
+    def _refuse_send(
+        self, producer_id: int, sequence_id: int, exc: DeliveryDelayNotAllowed
+    ) -> None:
+        """SEND_ERROR for a message the delayed-delivery policy refuses (Pulsar answers
+        NotAllowedError, PersistentTopic.publishMessage). Java and other clients fail just
+        that message on it; the C++ library (under the Python client) closes the whole
+        connection on any SEND_ERROR but ChecksumError and re-sends the message forever
+        (protocol brief 3.2), disrupting every producer and consumer on the connection. So
+        a C++ client gets the one per-message failure it honours, ChecksumError, with the
+        NotAllowed reason in its message (logged by the client)."""
+        if self.conn.client_version.startswith(CPP_CLIENT):
+            error, message = pb.ChecksumError, f"NotAllowedError: {exc}"
+        else:
+            error, message = pb.NotAllowedError, str(exc)
+        self.conn.send_send_error(producer_id, sequence_id, error, message)
 
     def _close_producer(self, cmd: c.CloseProducer) -> None:
         producer = self.producers.pop(cmd.producer_id, None)

@@ -1,22 +1,30 @@
 --[[ dispatch: hand up to `permits` messages of an Exclusive, Shared or Failover subscription
 to one consumer.
 
-Redeliveries (entries owned by the parked consumer) go first, oldest id first; then new
-entries past the group's cursor. Permits count messages, not entries: a client batch of N
-messages costs N permits (a partly acknowledged batch only its unacked messages). Like
-Pulsar's dispatchers, a whole entry is sent while at least one permit remains (the last
-entry may overshoot). Entries read beyond that are un-read (XACK and the cursor set back),
-so permits are honoured exactly. On Failover only the active consumer gets anything.
+Redeliveries (entries owned by the parked consumer) go first, oldest id first; then, on a
+Shared subscription, scheduled messages now due, earliest deliver-at first; then new entries
+past the group's cursor. Permits count messages, not entries: a client batch of N messages
+costs N permits (a partly acknowledged batch only its unacked messages). Like Pulsar's
+dispatchers, a whole entry is sent while at least one permit remains (the last entry may
+overshoot). Entries read beyond that are un-read (XACK and the cursor set back), so permits
+are honoured exactly. On Failover only the active consumer gets anything.
+
+Delayed delivery (PIP-26) applies to Shared subscriptions only: a new entry whose deliver-at
+time (field `d`) is still ahead is scheduled (lib.lua "Delayed delivery") instead of sent,
+at most SCHEDULE_CHUNK per call. Exclusive and Failover deliver in order, immediately.
 
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
 ARGV[4] expected messages per entry (>= 1), sizes the first read
 ARGV[5] lease ms            ARGV[6] parked consumer name
-ARGV[7] subscription type ('2' = Failover)   ARGV[8] partition index (-1 if none)
+ARGV[7] subscription type ('0' Exclusive, '1' Shared, '2' Failover)
+ARGV[8] partition index (-1 if none)
 
 Returns {code, ...}
-  code 0 OK, then 0 (nothing moved for other consumers: see dispatch_key_shared.lua), then
-  per delivery: id, fields, redelivery_count, ack set ('' = none)
+  code 0 OK, then `moved` (1: entries were scheduled ahead of the earliest one before, wake
+  the other gateways so they learn the new time), then `next_due` (ms until the earliest
+  scheduled entry: 0 = call again now, -1 = none), then per delivery: id, fields,
+  redelivery_count, ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
   code 6 not the active Failover consumer, then the active consumer's uid
 ]]
@@ -24,11 +32,13 @@ local k = sub_keys()
 local group, uid, parked = ARGV[1], ARGV[2], ARGV[6]
 local remaining = tonumber(ARGV[3])
 local per_entry = math.max(1, tonumber(ARGV[4]))
+local shared = ARGV[7] == '1'
 
 local refused = lease_and_active(k, uid, ARGV[5], ARGV[7], ARGV[8])
 if refused then return refused end
 
-local out = {0, 0}
+local out = {0, 0, -1}
+local now = now_ms()
 
 -- 1. redeliveries
 while remaining > 0 do
@@ -42,8 +52,39 @@ while remaining > 0 do
   end
 end
 
--- 2. new entries
+-- 2. scheduled messages now due
+if shared then
+  while remaining > 0 do
+    local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, math.min(remaining, 100))
+    if #due == 0 then break end
+    local sent = {'ZREM', k.delayed}
+    for _, id in ipairs(due) do
+      if remaining <= 0 then break end
+      sent[#sent + 1] = id
+      local used = claim_and_emit(k, group, uid, id, 0, out)
+      if used then remaining = remaining - used end
+    end
+    redis.call(unpack(sent))
+  end
+end
+
+-- 3. new entries
+local schedule = shared and new_schedule(k, group)
+local earliest = shared and next_due(k, now)
 read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
+  if schedule then
+    local at = deliver_later(entry[2], now)
+    if at then
+      schedule.add(entry[1], at)
+      return 0
+    end
+  end
   return emit(out, entry[1], entry[2], 0, nil)
-end)
+end, schedule and schedule.full)
+
+if schedule then
+  schedule.flush()
+  out[3] = schedule.full() and 0 or next_due(k, now)
+  if out[3] >= 0 and (earliest < 0 or out[3] < earliest) then out[2] = 1 end
+end
 return out

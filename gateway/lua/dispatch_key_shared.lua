@@ -9,21 +9,26 @@ consumer covers (STICKY gaps) wait at NO_OWNER until a consumer covering them jo
 
 Order of work, which is what keeps each key in order:
   1. route parked entries (redeliveries, and waiting entries handed back when a consumer
-     joined) to their owners' waiting queues, oldest first; if more are parked than one
-     call scans, stop after step 2 so nothing newer overtakes them;
+     joined) to their owners' waiting queues, oldest first, then scheduled messages now
+     due; if more are parked or due than one call scans, stop after step 2 so nothing
+     newer overtakes them;
   2. send this consumer's waiting entries, oldest first;
   3. read new entries, sending this consumer's, queueing the others', while fewer than
-     LOOKAHEAD entries wait in total (Pulsar keySharedLookAheadMsgInReplayThreshold).
+     LOOKAHEAD entries wait in total (Pulsar keySharedLookAheadMsgInReplayThreshold);
+     entries whose deliver-at time is ahead are scheduled (lib.lua "Delayed delivery").
 A recently joined consumer (join position in KEYS.joined) only gets entries up to its
-join position until every entry up to there is acknowledged: its keys may still have
-unacked messages at the consumer that had them before (Pulsar's recently-joined rule).
+join position until every entry up to there is acknowledged (scheduled messages aside):
+its keys may still have unacked messages at the consumer that had them before (Pulsar's
+recently-joined rule). A scheduled message is delivered when due, so it may overtake later
+messages of its key, as in Pulsar.
 
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
 ARGV[4] expected messages per entry (>= 1)   ARGV[5] lease ms   ARGV[6] parked consumer name
 
-Returns {code, moved, ...}
-  code 0 OK; moved 1 when entries were queued for other consumers (wake them), then per
+Returns {code, moved, next_due, ...}
+  code 0 OK; moved 1 when entries were queued for other consumers or scheduled ahead of
+  the earliest one before (wake the other gateways); next_due as dispatch.lua's; then per
   delivery: id, fields, redelivery_count, ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
 ]]
@@ -41,13 +46,24 @@ if refused then return refused end
 
 local map = range_map(k)
 local mine = WAITING .. uid
-local out = {0, 0}
+local out = {0, 0, -1}
+local now = now_ms()
 
 local summary = redis.call('XPENDING', k.stream, group)
 local joinpos = redis.call('HGET', k.joined, uid)
-if joinpos and (tonumber(summary[1]) == 0 or id_less(joinpos, summary[2])) then
-  redis.call('HDEL', k.joined, uid)
-  joinpos = nil
+if joinpos then
+  -- the oldest unacked entry, scheduled ones aside (they are not at any consumer)
+  local oldest = nil
+  for _, c in ipairs(summary[4] or {}) do
+    if c[1] ~= DELAYED then
+      local p = redis.call('XPENDING', k.stream, group, '-', '+', 1, c[1])[1]
+      if p and (oldest == nil or id_less(p[1], oldest)) then oldest = p[1] end
+    end
+  end
+  if oldest == nil or id_less(joinpos, oldest) then
+    redis.call('HDEL', k.joined, uid)
+    joinpos = nil
+  end
 end
 
 -- queue for: nil = send to this consumer now
@@ -76,6 +92,23 @@ for _, p in ipairs(scanned) do
 end
 local truncated = #scanned == SCAN
 
+-- 1b. scheduled messages now due, to their owners
+if not truncated then
+  local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, SCAN)
+  for _, id in ipairs(due) do
+    local entry = redis.call('XRANGE', k.stream, id, id)
+    if entry[1] then
+      local target = route(entry[1][2]) or mine
+      claim_justid(k.stream, group, target, {id})
+      if target ~= mine then out[2] = 1 end
+    else
+      redis.call('XACK', k.stream, group, id)
+    end
+  end
+  if #due > 0 then redis.call('ZREM', k.delayed, unpack(due)) end
+  truncated = #due == SCAN
+end
+
 -- 2. this consumer's waiting entries
 local blocked = false
 while remaining > 0 and not blocked do
@@ -97,8 +130,15 @@ local waiting = 0
 for _, c in ipairs(summary[4] or {}) do
   if string.sub(c[1], 1, #WAITING) == WAITING then waiting = waiting + tonumber(c[2]) end
 end
+local schedule = new_schedule(k, group)
+local earliest = next_due(k, now)
 if not truncated then
   read_new(k, group, uid, remaining, per_entry, READ_LIMIT, function(entry)
+    local at = deliver_later(entry[2], now)
+    if at then
+      schedule.add(entry[1], at)
+      return 0
+    end
     local target = route(entry[2])
     if not target then return emit(out, entry[1], entry[2], 0, nil) end
     -- read but not sent: the delivery XREADGROUP counted is taken back
@@ -106,6 +146,9 @@ if not truncated then
     waiting = waiting + 1
     if target ~= mine then out[2] = 1 end
     return 0
-  end, function() return waiting >= LOOKAHEAD end)
+  end, function() return waiting >= LOOKAHEAD or schedule.full() end)
 end
+schedule.flush()
+out[3] = (truncated or schedule.full()) and 0 or next_due(k, now)
+if out[3] >= 0 and (earliest < 0 or out[3] < earliest) then out[2] = 1 end
 return out

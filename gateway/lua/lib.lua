@@ -16,13 +16,15 @@ Rules of these scripts:
 
 local WAITING = '~w:'
 local NO_OWNER = '~w:~none'
+local DELAYED = '~delayed'
 local HASH_SPACE = 65536
 
 -- KEYS of a subscription script, by name.
 local function sub_keys()
   return {
     stream = KEYS[1], subs = KEYS[2], consumers = KEYS[3], info = KEYS[4],
-    ranges = KEYS[5], joined = KEYS[6], acksets = KEYS[7],
+    ranges = KEYS[5], joined = KEYS[6], acksets = KEYS[7], np_consumers = KEYS[8],
+    delayed = KEYS[9],
   }
 end
 
@@ -166,19 +168,27 @@ local function claim_and_emit(k, group, uid, id, delivered_before, out)
   return nil
 end
 
+-- Most entries one XREADGROUP asks for.
+local READ_BATCH = 1000
+
 -- Read new entries past the group's cursor for consumer `uid` and hand each to
--- `take(entry)`, which returns the permits it used (0 for an entry it queued elsewhere).
--- Stops when the permits run out, the stream is exhausted, `limit` entries were read or
--- `full()` says so. Entries read beyond the permits are un-read (XACK and the cursor set
--- back before them), so permits are honoured exactly; as the permits only run out after
--- an entry was taken, an un-read entry always has a taken one before it.
+-- `take(entry)`, which returns the permits it used (0 for an entry it queued elsewhere or
+-- scheduled for later). Stops when the permits run out, the stream is exhausted, `limit`
+-- entries were read or `full()` says so. Entries read beyond the permits are un-read (XACK
+-- and the cursor set back before them), so permits are honoured exactly; as the permits
+-- only run out after an entry was taken, an un-read entry always has a taken one before it.
+-- A read that cost no permits makes the next one larger, so a run of scheduled or queued
+-- entries is crossed in few reads.
 local function read_new(k, group, uid, remaining, per_entry, limit, take, full)
   local examined = 0
+  local boost = 1
   while remaining > 0 and examined < limit and not (full and full()) do
-    local want = math.min(limit - examined, math.max(1, math.floor(remaining / per_entry)))
+    local want = math.min(limit - examined, READ_BATCH,
+      math.max(1, math.floor(remaining / per_entry)) * boost)
     local reply = redis.call('XREADGROUP', 'GROUP', group, uid, 'COUNT', want, 'STREAMS', k.stream, '>')
     if not reply then break end
     local entries = reply[1][2]
+    local before = remaining
     for i, entry in ipairs(entries) do
       if remaining <= 0 then
         local args = {'XACK', k.stream, group}
@@ -191,7 +201,97 @@ local function read_new(k, group, uid, remaining, per_entry, limit, take, full)
       remaining = remaining - take(entry)
     end
     if #entries < want then break end
+    if remaining == before then boost = boost * 4 end
   end
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Delayed delivery (PIP-26), on Shared and Key_Shared subscriptions only: an entry whose
+-- `d` field (deliver-at, ms since epoch) is later than now is not sent when read. It is
+-- held by the reserved consumer DELAYED (still pending: unacked, and kept by retention) and
+-- indexed in the subscription's `delayed` zset by its deliver-at time. Dispatch moves due
+-- entries out of it (only ever one script moves an entry: Lua is atomic across the fleet)
+-- and tells the gateway when the next one is due, so it sleeps until exactly then.
+
+-- Most entries one call schedules: bounds the time a script runs, so a burst of scheduled
+-- messages cannot stall other topics (the caller is told to call again at once).
+local SCHEDULE_CHUNK = 1000
+
+-- The deliver-at time of an entry that must wait, or nil when it is due (or has none).
+local function deliver_later(fields, now)
+  local at = field(fields, 'd')
+  if at and tonumber(at) > now then return at end
+  return nil
+end
+
+-- Milliseconds from `now` until the earliest scheduled entry: 0 when one is due, -1 none.
+local function next_due(k, now)
+  local head = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
+  if #head == 0 then return -1 end
+  return math.max(0, tonumber(head[2]) - now)
+end
+
+-- Collects entries read that must wait and schedules them, SCHEDULE_CHUNK at a time, with
+-- one XCLAIM (to DELAYED, delivery count reset: they were read, not sent) and one ZADD.
+-- `full()` says SCHEDULE_CHUNK entries were scheduled: enough for one call.
+local function new_schedule(k, group)
+  local ids, zadd, total = {}, {'ZADD', k.delayed}, 0
+  local schedule = {}
+  function schedule.flush()
+    if #ids == 0 then return end
+    claim_justid(k.stream, group, DELAYED, ids, 0)
+    redis.call(unpack(zadd))
+    ids, zadd = {}, {'ZADD', k.delayed}
+  end
+  function schedule.add(id, at)
+    ids[#ids + 1] = id
+    zadd[#zadd + 1] = at
+    zadd[#zadd + 1] = id
+    total = total + 1
+    if #ids >= SCHEDULE_CHUNK then schedule.flush() end
+  end
+  function schedule.full() return total >= SCHEDULE_CHUNK end
+  return schedule
+end
+
+-- Schedule the run of not-yet-due entries right at the group's cursor (at most `budget`),
+-- stopping before the first entry that is due or not delayed (left unread). Admin calls use
+-- it so a subscription's scheduled messages are listed even while no consumer reads.
+local function schedule_ahead(k, group, now, budget)
+  local schedule = new_schedule(k, group)
+  local cursor = last_delivered(k.stream, group)
+  while cursor and budget > 0 do
+    local want = math.min(budget, READ_BATCH)
+    local reply = redis.call('XREADGROUP', 'GROUP', group, DELAYED, 'COUNT', want, 'STREAMS', k.stream, '>')
+    if not reply then break end
+    local entries = reply[1][2]
+    for i, entry in ipairs(entries) do
+      local at = deliver_later(entry[2], now)
+      if not at then
+        local args = {'XACK', k.stream, group}
+        for j = i, #entries do args[#args + 1] = entries[j][1] end
+        redis.call(unpack(args))
+        redis.call('XGROUP', 'SETID', k.stream, group, cursor)
+        schedule.flush()
+        return
+      end
+      schedule.add(entry[1], at)
+      cursor = entry[1]
+      budget = budget - 1
+    end
+    if #entries < want then break end
+  end
+  schedule.flush()
+end
+
+-- Admin scripts on a subscription's scheduled messages start here: false when the
+-- subscription does not exist; else, on Shared and Key_Shared, the delayed entries at the
+-- cursor are scheduled first (at most `budget`).
+local function open_schedule(k, group, budget)
+  local sub_type = redis.call('HGET', k.subs, group)
+  if not sub_type or not group_exists(k.stream, group) then return false end
+  if sub_type == '1' or sub_type == '3' then schedule_ahead(k, group, now_ms(), budget) end
+  return true
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -391,7 +491,7 @@ local function release_consumer(k, group, uid, parked)
   if not durable and redis.call('ZCARD', k.consumers) <= 1 then
     if group_exists(k.stream, group) then redis.call('XGROUP', 'DESTROY', k.stream, group) end
     redis.call('HDEL', k.subs, group)
-    redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets)
+    redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed)
     return 0
   end
   local moved = 0

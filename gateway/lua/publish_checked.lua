@@ -15,6 +15,7 @@ ARGV[6] highest sequence id to record (a batch's last), or '' for a chunk that i
         it, so chunks 1..n-1 are never taken for duplicates of chunk 0
 ARGV[7] Key_Shared sticky-key hash (entry field h), or '' when the entry has no key
 ARGV[8] "<chunk id>:<uuid>" for a chunk (entry field u), or ''
+ARGV[9] deliver-at ms of a delayed message (entry field d), or ''
 Returns the new entry's stream id; false for a duplicate (nothing stored); 0 when the
 producer was fenced (nothing stored).
 Sequence ids are compared as Lua numbers: exact below 2^53.
@@ -34,13 +35,11 @@ if ARGV[2] ~= '' then
   args[#args + 1] = 'n'
   args[#args + 1] = ARGV[2]
 end
-if ARGV[7] ~= '' then
-  args[#args + 1] = 'h'
-  args[#args + 1] = ARGV[7]
-end
-if ARGV[8] ~= '' then
-  args[#args + 1] = 'u'
-  args[#args + 1] = ARGV[8]
+for i, name in ipairs({'h', 'u', 'd'}) do -- ARGV[7..9]
+  if ARGV[6 + i] ~= '' then
+    args[#args + 1] = name
+    args[#args + 1] = ARGV[6 + i]
+  end
 end
 local id = redis.call(unpack(args))
 if dedup and ARGV[6] ~= '' then

@@ -2,7 +2,8 @@
 
 Everything before the new position counts as acknowledged and everything from it on as
 not yet delivered: the consumer group is recreated at the position, which drops its
-pending entries, and every consumer of the subscription, on every gateway, is detached
+pending entries (the scheduled ones too: re-read, they are scheduled again by their
+deliver-at times), and every consumer of the subscription, on every gateway, is detached
 (its gateway finds the lease gone and closes it, so the client re-subscribes, as Pulsar
 closes consumers after a seek).
 
@@ -16,5 +17,5 @@ if not group_exists(k.stream, group) then return -1 end
 redis.call('XGROUP', 'DESTROY', k.stream, group)
 redis.call('XGROUP', 'CREATE', k.stream, group, ARGV[2], 'MKSTREAM')
 local detached = redis.call('ZCARD', k.consumers)
-redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets)
+redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed)
 return detached

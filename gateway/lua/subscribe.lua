@@ -50,6 +50,13 @@ if type(created) == 'table' and created.err and not string.find(created.err, 'BU
   return redis.error_reply(created.err)
 end
 
+if (sub_type == '0' or sub_type == '2') and redis.call('EXISTS', k.delayed) == 1 then
+  -- Exclusive and Failover ignore delivery times (PIP-26): what the subscription had
+  -- scheduled while it was Shared or Key_Shared is delivered now, in order.
+  handed_back = handed_back + move_all(k.stream, group, DELAYED, parked)
+  redis.call('DEL', k.delayed)
+end
+
 if sub_type == '3' then
   if live == 0 then redis.call('DEL', k.ranges, k.joined) end
   redis.call('HSET', k.ranges, '~mode', ARGV[10])

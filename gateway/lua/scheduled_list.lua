@@ -1,0 +1,33 @@
+--[[ scheduled_list: one page of a subscription's scheduled messages, earliest deliver-at
+first (admin API; Pulsar has no such call).
+
+The delayed entries right at the cursor are scheduled first (lib.lua open_schedule), so
+the list is complete while no consumer reads. Index members no longer held by DELAYED
+(expired by TTL, acknowledged by id) are dropped as they are met.
+
+KEYS: the subscription keys (lib.lua sub_keys)
+ARGV[1] subscription name   ARGV[2] offset   ARGV[3] page size
+ARGV[4] most entries to schedule ahead
+Returns {code, total, id, deliver_at, fields, ...}: code 0 OK (total = scheduled messages
+of the subscription); 1 no such subscription
+]]
+local k = sub_keys()
+local group = ARGV[1]
+if not open_schedule(k, group, tonumber(ARGV[4])) then return {1, 0} end
+local out = {0, 0}
+local first = tonumber(ARGV[2])
+local page = redis.call('ZRANGE', k.delayed, first, first + tonumber(ARGV[3]) - 1, 'WITHSCORES')
+for i = 1, #page, 2 do
+  local id = page[i]
+  local held = redis.call('XPENDING', k.stream, group, id, id, 1)[1]
+  local entry = redis.call('XRANGE', k.stream, id, id)[1]
+  if held and held[2] == DELAYED and entry then
+    out[#out + 1] = id
+    out[#out + 1] = page[i + 1]
+    out[#out + 1] = entry[2]
+  else
+    redis.call('ZREM', k.delayed, id)
+  end
+end
+out[2] = redis.call('ZCARD', k.delayed)
+return out
