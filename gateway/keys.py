@@ -43,8 +43,10 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 not acked); ``ack_batch_index.lua``, cleared
                                                 by acks, cumulative acks, seek
 ``P:{T}:delayed:<sub>``                 zset    Shared/Key_Shared: the subscription's
-                                                scheduled messages, stream id -> deliver-at
-                                                (ms since epoch); the entries are pending
+                                                scheduled messages, stream id packed as two
+                                                big-endian uint64 (ms, seq: equal times sort
+                                                in stream order) -> deliver-at (ms since
+                                                epoch); the entries are pending
                                                 at the reserved consumer ``~delayed``.
                                                 Dispatch adds (reading an entry with a
                                                 future ``d``) and promotes due ones; the

@@ -58,10 +58,10 @@ if shared then
     local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, math.min(remaining, 100))
     if #due == 0 then break end
     local sent = {'ZREM', k.delayed}
-    for _, id in ipairs(due) do
+    for _, member in ipairs(due) do
       if remaining <= 0 then break end
-      sent[#sent + 1] = id
-      local used = claim_and_emit(k, group, uid, id, 0, out)
+      sent[#sent + 1] = member
+      local used = claim_and_emit(k, group, uid, member_id(member), 0, out)
       if used then remaining = remaining - used end
     end
     redis.call(unpack(sent))

@@ -95,7 +95,8 @@ local truncated = #scanned == SCAN
 -- 1b. scheduled messages now due, to their owners
 if not truncated then
   local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, SCAN)
-  for _, id in ipairs(due) do
+  for _, member in ipairs(due) do
+    local id = member_id(member)
     local entry = redis.call('XRANGE', k.stream, id, id)
     if entry[1] then
       local target = route(entry[1][2]) or mine

@@ -209,7 +209,7 @@ end
 -- Delayed delivery (PIP-26), on Shared and Key_Shared subscriptions only: an entry whose
 -- `d` field (deliver-at, ms since epoch) is later than now is not sent when read. It is
 -- held by the reserved consumer DELAYED (still pending: unacked, and kept by retention) and
--- indexed in the subscription's `delayed` zset by its deliver-at time. Dispatch moves due
+-- indexed in the subscription's `delayed` zset by its deliver-at time (member: delay_member). Dispatch moves due
 -- entries out of it (only ever one script moves an entry: Lua is atomic across the fleet)
 -- and tells the gateway when the next one is due, so it sleeps until exactly then.
 
@@ -222,6 +222,19 @@ local function deliver_later(fields, now)
   local at = field(fields, 'd')
   if at and tonumber(at) > now then return at end
   return nil
+end
+
+-- An index member: the stream id packed as two big-endian 64-bit integers, so entries due
+-- at the same millisecond come out in stream order (a zset orders equal scores by member
+-- bytes, and as text "5-10" sorts before "5-9"); 16 bytes, about a text id's size.
+local function delay_member(id)
+  local ms, seq = split_id(id)
+  return struct.pack('>I8I8', ms, seq)
+end
+
+local function member_id(member)
+  local ms, seq = struct.unpack('>I8I8', member)
+  return string.format('%d-%d', ms, seq)
 end
 
 -- Milliseconds from `now` until the earliest scheduled entry: 0 when one is due, -1 none.
@@ -246,7 +259,7 @@ local function new_schedule(k, group)
   function schedule.add(id, at)
     ids[#ids + 1] = id
     zadd[#zadd + 1] = at
-    zadd[#zadd + 1] = id
+    zadd[#zadd + 1] = delay_member(id)
     total = total + 1
     if #ids >= SCHEDULE_CHUNK then schedule.flush() end
   end

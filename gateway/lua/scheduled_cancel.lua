@@ -10,7 +10,7 @@ delayed, or not read yet behind undelivered messages); -1 no such subscription
 local k = sub_keys()
 local group, id = ARGV[1], ARGV[2]
 if not open_schedule(k, group, tonumber(ARGV[3])) then return -1 end
-if redis.call('ZREM', k.delayed, id) == 0 then return 0 end
+if redis.call('ZREM', k.delayed, delay_member(id)) == 0 then return 0 end
 local acked = redis.call('XACK', k.stream, group, id)
 redis.call('HDEL', k.acksets, id)
 return acked

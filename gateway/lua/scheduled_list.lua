@@ -18,7 +18,7 @@ local out = {0, 0}
 local first = tonumber(ARGV[2])
 local page = redis.call('ZRANGE', k.delayed, first, first + tonumber(ARGV[3]) - 1, 'WITHSCORES')
 for i = 1, #page, 2 do
-  local id = page[i]
+  local id = member_id(page[i])
   local held = redis.call('XPENDING', k.stream, group, id, id, 1)[1]
   local entry = redis.call('XRANGE', k.stream, id, id)[1]
   if held and held[2] == DELAYED and entry then
@@ -26,7 +26,7 @@ for i = 1, #page, 2 do
     out[#out + 1] = page[i + 1]
     out[#out + 1] = entry[2]
   else
-    redis.call('ZREM', k.delayed, id)
+    redis.call('ZREM', k.delayed, page[i])
   end
 end
 out[2] = redis.call('ZCARD', k.delayed)

@@ -9,12 +9,13 @@ Returns 1 rescheduled; 0 not scheduled on this subscription; -1 no such subscrip
 ]]
 local k = sub_keys()
 local group, id = ARGV[1], ARGV[2]
+local member = delay_member(id)
 if not open_schedule(k, group, tonumber(ARGV[4])) then return -1 end
-if not redis.call('ZSCORE', k.delayed, id) then return 0 end
+if not redis.call('ZSCORE', k.delayed, member) then return 0 end
 local held = redis.call('XPENDING', k.stream, group, id, id, 1)[1]
 if not held or held[2] ~= DELAYED then
-  redis.call('ZREM', k.delayed, id) -- expired or acknowledged meanwhile
+  redis.call('ZREM', k.delayed, member) -- expired or acknowledged meanwhile
   return 0
 end
-redis.call('ZADD', k.delayed, 'XX', ARGV[3], id)
+redis.call('ZADD', k.delayed, 'XX', ARGV[3], member)
 return 1
