@@ -80,6 +80,20 @@ OPTIONS = [
         "0.5",
         0.5,
     ),
+    (
+        "delayed_delivery_enabled",
+        "--delayed-delivery-enabled",
+        "PULSAR_GATEWAY_DELAYED_DELIVERY_ENABLED",
+        "false",
+        False,
+    ),
+    (
+        "delayed_delivery_max_delay_ms",
+        "--delayed-delivery-max-delay-ms",
+        "PULSAR_GATEWAY_DELAYED_DELIVERY_MAX_DELAY_MS",
+        "60000",
+        60000,
+    ),
 ]
 OPTION_IDS = [option[0] for option in OPTIONS]
 
@@ -118,6 +132,13 @@ INVALID = [
         "0",
         "positive",
     ),
+    ("--delayed-delivery-enabled", "PULSAR_GATEWAY_DELAYED_DELIVERY_ENABLED", "maybe", "true"),
+    (
+        "--delayed-delivery-max-delay-ms",
+        "PULSAR_GATEWAY_DELAYED_DELIVERY_MAX_DELAY_MS",
+        "-1",
+        "milliseconds",
+    ),
 ]
 INVALID_IDS = [f"{flag}={raw}" for flag, _, raw, _ in INVALID]
 
@@ -142,6 +163,9 @@ def test_defaults() -> None:
     assert config.default_retention_mb == 0
     assert config.default_message_ttl_seconds == 0
     assert config.topic_maintenance_interval_seconds == 60.0
+    # Pulsar's delayedDeliveryEnabled=true, delayedDeliveryMaxDelayInMillis=0 (no limit)
+    assert config.delayed_delivery_enabled is True
+    assert config.delayed_delivery_max_delay_ms == 0
 
 
 def test_parse_nothing_gives_defaults() -> None:
