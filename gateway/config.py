@@ -128,6 +128,12 @@ def _check_non_negative_ms(value: object) -> int:
     return value
 
 
+def _check_fsync(value: object) -> str:
+    if value not in ("everysec", "always"):
+        raise ValueError(f"must be everysec or always, got {value!r}")
+    return str(value)
+
+
 def _check_non_empty(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a non-empty string, got {value!r}")
@@ -173,6 +179,7 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "advertised_address": _check_optional_token,
     "redis_url": _check_redis_url,
     "data_dir": _check_non_empty,
+    "redis_fsync": _check_fsync,
     "log_level": _check_log_level,
     "key_prefix": _check_token,
     "cluster_name": _check_token,
@@ -202,6 +209,8 @@ class GatewayConfig:
         redis_url: Redis to keep all state in; None starts the embedded redis-server under
             ``data_dir`` (`gateway.embedded_redis`).
         data_dir: Directory for the embedded Redis's files (AOF, socket, log).
+        redis_fsync: The embedded Redis's ``appendfsync``: ``everysec`` (up to a second of
+            acknowledged writes lost if redis-server is killed) or ``always`` (none).
         log_level: One of `LOG_LEVELS`; normalized to upper case.
         key_prefix: Prefix of every Redis key the gateway writes.
         cluster_name: Name reported as the Pulsar cluster (``clusterName``).
@@ -234,6 +243,7 @@ class GatewayConfig:
     advertised_address: str | None = None
     redis_url: str | None = None
     data_dir: str = "./data"
+    redis_fsync: str = "everysec"
     log_level: str = "INFO"
     key_prefix: str = "pgw"
     cluster_name: str = "standalone"
@@ -341,6 +351,13 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         "embedded, AOF-persistent redis-server under --data-dir)",
     ),
     _Option("data_dir", _parse_str, "DIR", "directory for the embedded Redis's files"),
+    _Option(
+        "redis_fsync",
+        _parse_str,
+        "POLICY",
+        "the embedded Redis's appendfsync: everysec, or always to lose no acknowledged "
+        "write when redis-server is killed",
+    ),
     _Option("log_level", _parse_str, "LEVEL", f"one of {', '.join(LOG_LEVELS)} (any case)"),
     _Option("key_prefix", _parse_str, "PREFIX", "prefix of every Redis key the gateway writes"),
     _Option("cluster_name", _parse_str, "NAME", "Pulsar cluster name reported to clients"),

@@ -13,9 +13,11 @@ Theory of operation
         appendonly.aof   AOF, redis 6.2 (one file)
 
 Persistence is AOF only (``appendonly yes``, ``appendfsync everysec``: at most about one second
-of writes is lost on a power cut, nothing on a clean stop) with RDB snapshots off
-(``save ""``). `stop` sends SHUTDOWN, which fsyncs the AOF, and only falls back to SIGTERM
-(also a clean shutdown in redis) and then SIGKILL when the server does not go away in time.
+of writes is lost on a power cut or a killed server, nothing on a clean stop; ``always``,
+the ``--redis-fsync`` flag, loses nothing acknowledged at a cost in throughput) with RDB
+snapshots off (``save ""``). `stop` sends SHUTDOWN, which fsyncs the AOF, and only falls back
+to SIGTERM (also a clean shutdown in redis) and then SIGKILL when the server does not go away
+in time.
 
 Rules of this file
 ------------------
@@ -137,6 +139,7 @@ class EmbeddedRedis:
         start_timeout: Seconds to wait for the first PING answer. A server that answers
             LOADING (replaying a large AOF) is waited for as long as it keeps running.
         stop_timeout: Seconds allowed for each shutdown step (SHUTDOWN, SIGTERM, SIGKILL).
+        fsync: Redis ``appendfsync``: ``everysec`` or ``always``.
     """
 
     def __init__(
@@ -146,12 +149,14 @@ class EmbeddedRedis:
         binary: str | None = None,
         start_timeout: float = 10.0,
         stop_timeout: float = 5.0,
+        fsync: str = "everysec",
     ) -> None:
         self._data_dir = Path(os.path.abspath(os.path.expanduser(os.fspath(data_dir))))
         self._redis_dir = self._data_dir / "redis"
         self._binary = binary
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
+        self._fsync = fsync
         self._process: asyncio.subprocess.Process | None = None
         self._lock_fd: int | None = None
         self._socket_path: Path | None = None
@@ -211,10 +216,11 @@ class EmbeddedRedis:
             _remove_stale_socket(self._socket_path)
             logger.info(
                 "starting embedded redis-server %s (version %s), data dir %s, "
-                "AOF persistence on (appendfsync everysec), RDB snapshots off",
+                "AOF persistence on (appendfsync %s), RDB snapshots off",
                 binary,
                 ".".join(map(str, version)),
                 self._redis_dir,
+                self._fsync,
             )
             self._process = await self._spawn(binary, self._socket_path, self._lock_fd)
             _write_lock_info(self._lock_fd, self._process.pid, self._socket_path)
@@ -317,7 +323,7 @@ class EmbeddedRedis:
             "--unixsocketperm", "700",
             "--dir", str(self._redis_dir),
             "--appendonly", "yes",
-            "--appendfsync", "everysec",
+            "--appendfsync", self._fsync,
             "--save", "",  # no RDB snapshots: the AOF is the only persistence
             "--daemonize", "no",
             "--logfile", str(log_path),

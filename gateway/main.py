@@ -53,7 +53,7 @@ class Gateway:
         config = self.config
         url = config.redis_url
         if url is None:
-            self.embedded = EmbeddedRedis(config.data_dir)
+            self.embedded = EmbeddedRedis(config.data_dir, fsync=config.redis_fsync)
             url = await self.embedded.start()
             log.info(
                 "no --redis-url given: using the embedded redis-server at %s "

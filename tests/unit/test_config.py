@@ -81,6 +81,13 @@ OPTIONS = [
         0.5,
     ),
     (
+        "redis_fsync",
+        "--redis-fsync",
+        "PULSAR_GATEWAY_REDIS_FSYNC",
+        "always",
+        "always",
+    ),
+    (
         "delayed_delivery_enabled",
         "--delayed-delivery-enabled",
         "PULSAR_GATEWAY_DELAYED_DELIVERY_ENABLED",
@@ -132,6 +139,7 @@ INVALID = [
         "0",
         "positive",
     ),
+    ("--redis-fsync", "PULSAR_GATEWAY_REDIS_FSYNC", "no", "everysec or always"),
     ("--delayed-delivery-enabled", "PULSAR_GATEWAY_DELAYED_DELIVERY_ENABLED", "maybe", "true"),
     (
         "--delayed-delivery-max-delay-ms",
@@ -151,6 +159,7 @@ def test_defaults() -> None:
     assert config.advertised_address is None
     assert config.redis_url is None
     assert config.data_dir == "./data"
+    assert config.redis_fsync == "everysec"
     assert config.log_level == "INFO"
     assert config.key_prefix == "pgw"
     assert config.cluster_name == "standalone"
