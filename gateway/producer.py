@@ -16,7 +16,8 @@ A producer's registration with the fleet (name, access mode, lease) is kept by
 
 An entry asking for a delivery time is stored with the time the topic's delayed-delivery
 policy gives it (field ``d``, :mod:`gateway.delayed_delivery`); one the policy refuses is
-failed in send order, after the appends before it, so the client hears in order.
+not stored, and :meth:`Producer.after_appends` lets the adapter answer the refusal in send
+order, after the appends before it.
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class Producer:
         self.last_sequence_id = -1
         self.schema_version: int | None = None
         self.delayed_delivery = DelayedDeliveryPolicy()
-        #: the last append (or refusal), which a refusal is answered after
+        #: the last append, which a refusal is answered after
         self._last: asyncio.Future[Any] | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting = False
@@ -152,21 +153,15 @@ class Producer:
             self._metrics.fixed_delay_overridden[name.namespace, str(name)] += 1
         return at
 
-    def _refuse(self, exc: Exception) -> asyncio.Future[Any]:
-        """A future failing with ``exc`` once every earlier append has been answered."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def after_appends(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once every append so far is answered, after the callbacks
+        already waiting on them, so an answer it sends (a refusal) keeps send order. A
+        callback added to a done future still waits its turn in the loop's queue."""
         last = self._last
-
-        def fail(_: object = None) -> None:
-            if not fut.done():
-                fut.set_exception(exc)
-
-        if last is None or last.done():
-            fail()
+        if last is None:
+            callback()
         else:
-            last.add_done_callback(fail)
-        self._last = fut
-        return fut
+            last.add_done_callback(lambda _: callback())
 
     def publish(
         self,
@@ -178,8 +173,7 @@ class Producer:
         publish_time: int = 0,
         deliver_at: int | None = None,
     ) -> asyncio.Future[bytes]:
-        """Append one entry; the future resolves with its stream id (``b"ms-seq"``), or
-        fails with DeliveryDelayNotAllowed (nothing stored) after the earlier appends.
+        """Append one entry; the future resolves with its stream id (``b"ms-seq"``).
 
         Args:
             blob: the stored form of the entry (see :mod:`gateway.producer`).
@@ -190,11 +184,11 @@ class Producer:
                 redelivery naming its last chunk brings back every chunk (``redeliver.lua``).
             publish_time: ``MessageMetadata.publish_time`` (ms).
             deliver_at: ``MessageMetadata.deliver_at_time``, None when not set.
+
+        Raises:
+            DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
         """
-        try:
-            at = self._deliver_at(publish_time, deliver_at)
-        except DeliveryDelayNotAllowed as exc:
-            return self._refuse(exc)
+        at = self._deliver_at(publish_time, deliver_at)
         args: list[bytes | str | int] = ["XADD", self._stream, "*", ENTRY_BLOB, blob]
         if num_messages > 1:
             args += [ENTRY_NUM_MESSAGES, num_messages]
@@ -229,8 +223,8 @@ class Producer:
 
         The future resolves with the stream id; None for a duplicate (nothing stored, the
         client gets a receipt anyway); 0 when an ExclusiveWithFencing producer took the
-        topic from this exclusive producer (nothing stored, the producer must close). It
-        fails with DeliveryDelayNotAllowed as :meth:`publish`'s does.
+        topic from this exclusive producer (nothing stored, the producer must close).
+        Raises DeliveryDelayNotAllowed as :meth:`publish` does.
 
         Args:
             blob: the stored form of the entry.
@@ -240,10 +234,7 @@ class Producer:
                 that is not its message's last (see :func:`gateway.deduplication.to_record`).
             sticky_key, chunk, publish_time, deliver_at: as for :meth:`publish`.
         """
-        try:
-            at = self._deliver_at(publish_time, deliver_at)
-        except DeliveryDelayNotAllowed as exc:
-            return self._refuse(exc)
+        at = self._deliver_at(publish_time, deliver_at)
         exclusive = self.access_mode is not ProducerAccessMode.SHARED
         fut: asyncio.Future[bytes | int | None] = self._storage.eval(
             "publish_checked",

@@ -305,46 +305,50 @@ class Session:
         chunk = f"{metadata.chunk_id}:{metadata.uuid}" if cmd.is_chunk else None
         # MessageMetadata.deliver_at_time (19): deliver_at / deliver_after (PIP-26)
         deliver_at = metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
-        fut: asyncio.Future[bytes | int | None]
-        if producer.checked:
-            record = None
-            if producer.deduplication:
-                chunked = metadata.HasField("chunk_id")
-                record = to_record(
-                    cmd.sequence_id,
-                    size,
-                    chunk_id=metadata.chunk_id if chunked else None,
-                    num_chunks=metadata.num_chunks_from_msg if chunked else None,
-                )
-            fut = producer.publish_checked(
-                cmd.payload.blob,
-                max(size, 1),
-                cmd.sequence_id,
-                record,
-                sticky_key,
-                chunk,
-                publish_time=metadata.publish_time,
-                deliver_at=deliver_at,
-            )
-        else:
-            fut = producer.publish(  # type: ignore[assignment]
-                cmd.payload.blob,
-                max(size, 1),
-                sticky_key,
-                chunk,
-                publish_time=metadata.publish_time,
-                deliver_at=deliver_at,
-            )
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
+        fut: asyncio.Future[bytes | int | None]
+        try:
+            if producer.checked:
+                record = None
+                if producer.deduplication:
+                    chunked = metadata.HasField("chunk_id")
+                    record = to_record(
+                        cmd.sequence_id,
+                        size,
+                        chunk_id=metadata.chunk_id if chunked else None,
+                        num_chunks=metadata.num_chunks_from_msg if chunked else None,
+                    )
+                fut = producer.publish_checked(
+                    cmd.payload.blob,
+                    max(size, 1),
+                    cmd.sequence_id,
+                    record,
+                    sticky_key,
+                    chunk,
+                    publish_time=metadata.publish_time,
+                    deliver_at=deliver_at,
+                )
+            else:
+                fut = producer.publish(  # type: ignore[assignment]
+                    cmd.payload.blob,
+                    max(size, 1),
+                    sticky_key,
+                    chunk,
+                    publish_time=metadata.publish_time,
+                    deliver_at=deliver_at,
+                )
+        except DeliveryDelayNotAllowed as exc:
+            # Answered after the receipts of the messages sent before it: send order.
+            refusal = exc
+            producer.after_appends(lambda: self._refuse_send(producer_id, sequence_id, refusal))
+            return
 
         def receipt(f: asyncio.Future[bytes | int | None]) -> None:
             if self.closed:
                 return
             exc = f.exception()
             entry_id = None if exc is not None else f.result()
-            if isinstance(exc, DeliveryDelayNotAllowed):
-                self._refuse_send(producer_id, sequence_id, exc)
-            elif exc is not None or entry_id == 0:
+            if exc is not None or entry_id == 0:
                 # Never SEND_ERROR for storage trouble (the client would loop); close the
                 # producer so it reconnects and re-sends its pending messages. A fenced
                 # producer (0) learns it from the ProducerFenced its reconnection gets.
@@ -375,11 +379,14 @@ class Session:
         (protocol brief 3.2), disrupting every producer and consumer on the connection. So
         a C++ client gets the one per-message failure it honours, ChecksumError, with the
         NotAllowed reason in its message (logged by the client)."""
+        if self.closed:
+            return
         if self.conn.client_version.startswith(CPP_CLIENT):
             error, message = pb.ChecksumError, f"NotAllowedError: {exc}"
         else:
             error, message = pb.NotAllowedError, str(exc)
         self.conn.send_send_error(producer_id, sequence_id, error, message)
+        self.wants_flush()
 
     def _close_producer(self, cmd: c.CloseProducer) -> None:
         producer = self.producers.pop(cmd.producer_id, None)
