@@ -298,6 +298,15 @@ local function schedule_ahead(k, group, now, budget)
   schedule.flush()
 end
 
+-- Scheduled messages of a subscription: the entries DELAYED holds (exact, where the index
+-- may still hold members of entries expired by TTL or acknowledged by id).
+local function scheduled_count(k, group)
+  for _, c in ipairs(redis.call('XPENDING', k.stream, group)[4] or {}) do
+    if c[1] == DELAYED then return tonumber(c[2]) end
+  end
+  return 0
+end
+
 -- Admin scripts on a subscription's scheduled messages start here: false when the
 -- subscription does not exist; else, on Shared and Key_Shared, the delayed entries at the
 -- cursor are scheduled first (at most `budget`).

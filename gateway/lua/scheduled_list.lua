@@ -9,7 +9,7 @@ KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] offset   ARGV[3] page size
 ARGV[4] most entries to schedule ahead
 Returns {code, total, id, deliver_at, fields, ...}: code 0 OK (total = scheduled messages
-of the subscription); 1 no such subscription
+of the subscription, lib.lua scheduled_count); 1 no such subscription
 ]]
 local k = sub_keys()
 local group = ARGV[1]
@@ -29,5 +29,5 @@ for i = 1, #page, 2 do
     redis.call('ZREM', k.delayed, page[i])
   end
 end
-out[2] = redis.call('ZCARD', k.delayed)
+out[2] = scheduled_count(k, group)
 return out

@@ -10,11 +10,7 @@ local out = {}
 local all = redis.call('HGETALL', subs)
 for i = 1, #all, 2 do
   local delayed = 0
-  if group_exists(stream, all[i]) then
-    for _, c in ipairs(redis.call('XPENDING', stream, all[i])[4] or {}) do
-      if c[1] == DELAYED then delayed = tonumber(c[2]) end
-    end
-  end
+  if group_exists(stream, all[i]) then delayed = scheduled_count({stream = stream}, all[i]) end
   out[#out + 1] = all[i]
   out[#out + 1] = all[i + 1]
   out[#out + 1] = delayed
