@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gateway.errors import NotAllowed
+from gateway.errors import NotAllowed, ServiceNotReady
 from gateway.keys import PARKED_CONSUMER
 from gateway.message_id import MessageId
 
@@ -175,7 +175,14 @@ class Consumer:
         """Individually acknowledge entries (``XACK``); unknown or repeated ids are ignored."""
         if self.batch_acks:
             self._storage.call("HDEL", self._ack_sets, *stream_ids)
-        return self._storage.call("XACK", self._stream, self.subscription.name, *stream_ids)
+        return self._watch(
+            self._storage.call("XACK", self._stream, self.subscription.name, *stream_ids)
+        )
+
+    def _watch(self, fut: asyncio.Future[int]) -> asyncio.Future[int]:
+        """Abandon this consumer if ``fut``, a change of its acks or redeliveries, fails."""
+        fut.add_done_callback(self._abandon_on_failure)
+        return fut
 
     def ack_batch_indexes(self, acks: Sequence[tuple[bytes, Sequence[int]]]) -> asyncio.Future[int]:
         """Batch-index ack: for each ``(stream id, ack set words)``, the batch's messages whose
@@ -184,7 +191,9 @@ class Consumer:
         args: list[bytes | str] = [self.subscription.name]
         for stream_id, words in acks:
             args += [stream_id, ack_set_bits(words) or "0"]
-        return self._storage.eval("ack_batch_index", [self._stream, self._ack_sets], args)
+        return self._watch(
+            self._storage.eval("ack_batch_index", [self._stream, self._ack_sets], args)
+        )
 
     def ack_cumulative(self, upto: bytes) -> asyncio.Future[int]:
         """Acknowledge everything up to and including stream id ``upto``.
@@ -198,8 +207,10 @@ class Consumer:
                 f"Cumulative ack is not supported for {self.subscription.type.name.title()}"
                 " subscription"
             )
-        return self._storage.eval(
-            "cumulative_ack", [self._stream, self._ack_sets], [self.subscription.name, upto]
+        return self._watch(
+            self._storage.eval(
+                "cumulative_ack", [self._stream, self._ack_sets], [self.subscription.name, upto]
+            )
         )
 
     def redeliver(self, stream_ids: Sequence[bytes] | None) -> asyncio.Future[int]:
@@ -210,7 +221,7 @@ class Consumer:
             [self.subscription.name, self.uid, PARKED_CONSUMER, *(stream_ids or ())],
         )
         fut.add_done_callback(self._after_redeliver)
-        return fut
+        return self._watch(fut)
 
     def _after_redeliver(self, fut: asyncio.Future[int]) -> None:
         if not fut.cancelled() and fut.exception() is None and fut.result():
@@ -240,3 +251,20 @@ class Consumer:
             self.closed = True
             self.subscription.forget(self)
             self.sink.closed_by_gateway(self)
+
+    def abandon(self) -> None:
+        """A Redis call for this consumer failed and may still have been applied (a
+        dispatch whose reply was lost leaves entries pending here that the client never
+        got; a lost ack leaves entries the client acked pending here). Close it, as a
+        Pulsar broker disconnects consumers on a storage failure, so the client
+        re-subscribes, and hand its entries back to the subscription: they are delivered
+        again, nothing is stranded at a consumer that never had them."""
+        if self.closed:
+            return
+        self.lost()
+        self.subscription.hand_back(self.uid)
+
+    def _abandon_on_failure(self, fut: asyncio.Future[int]) -> None:
+        # ServiceNotReady: the gateway is shutting down, which releases every consumer.
+        if not fut.cancelled() and not isinstance(fut.exception(), ServiceNotReady | None):
+            self.abandon()

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.compaction import read_compacted_request
 from gateway.consumer import Consumer, Delivery, SubscriptionType, ack_set_words
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, ServiceNotReady
 from gateway.keys import PARKED_CONSUMER
 from gateway.producer import ENTRY_BLOB, ENTRY_NUM_MESSAGES
 from gateway.scripts import STATUS_CONSUMER_GONE, STATUS_NOT_ACTIVE
@@ -74,6 +74,14 @@ def parse_deliveries(reply: list[Any]) -> list[Delivery]:
             delivery.num_messages = ack_set.count(b"1")
         out.append(delivery)
     return out
+
+
+def _abandon(consumer: Consumer, exc: BaseException) -> None:
+    """A dispatch call for ``consumer`` failed. Unless it was never sent (shutdown), it may
+    have run with its reply lost, leaving entries pending at the consumer that it will
+    never receive: abandon the consumer, which hands them back (``Consumer.abandon``)."""
+    if not isinstance(exc, ServiceNotReady):
+        consumer.abandon()
 
 
 class Dispatcher:
@@ -171,8 +179,16 @@ class Dispatcher:
                 ready = ready[self._rotation :] + ready[: self._rotation]
                 calls = [self._request(c, min(c.permits, ROUND_ROBIN_BATCH)) for c in ready]
                 progress = 0
-                for consumer, reply in zip(ready, await asyncio.gather(*calls), strict=True):
-                    progress += self._hand_over(consumer, reply)
+                failure: BaseException | None = None
+                replies = await asyncio.gather(*calls, return_exceptions=True)
+                for consumer, reply in zip(ready, replies, strict=True):
+                    if isinstance(reply, BaseException):
+                        _abandon(consumer, reply)
+                        failure = failure or reply
+                    else:
+                        progress += self._hand_over(consumer, reply)
+                if failure is not None:
+                    raise failure
             if not progress:
                 return delivered
             delivered += progress
@@ -187,7 +203,11 @@ class Dispatcher:
         fut: asyncio.Future[Any] | None = self._request(consumer, want)
         storage.flush_now()
         while fut is not None:
-            reply = await fut
+            try:
+                reply = await fut
+            except GatewayError as exc:
+                _abandon(consumer, exc)
+                raise
             fut = None
             if not self._check_reply(consumer, reply):
                 return delivered

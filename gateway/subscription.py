@@ -9,6 +9,9 @@ feeds them. It holds no state another gateway would need.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from typing import TYPE_CHECKING
 
 from gateway.consumer import (
@@ -18,7 +21,7 @@ from gateway.consumer import (
     SubscriptionType,
 )
 from gateway.dispatcher import Dispatcher
-from gateway.errors import SubscriptionNotFound
+from gateway.errors import GatewayError, ServiceNotReady, SubscriptionNotFound
 from gateway.key_shared import KeySharedPolicy
 from gateway.keys import PARKED_CONSUMER
 from gateway.message_id import MessageId
@@ -31,6 +34,13 @@ if TYPE_CHECKING:
     from gateway.broker import Broker
 
 __all__ = ["Subscription"]
+
+log = logging.getLogger(__name__)
+
+#: Hand-back tasks in flight (a task needs a reference until it ends).
+_hand_backs: set[asyncio.Task[None]] = set()
+#: Pause between attempts to reach Redis again, seconds.
+HAND_BACK_RETRY = 0.2
 
 
 class Subscription:
@@ -135,6 +145,31 @@ class Subscription:
         )
         if handed_back or self.type in (SubscriptionType.FAILOVER, SubscriptionType.KEY_SHARED):
             self.topic.notify()
+
+    def hand_back(self, uid: str) -> None:
+        """Release consumer ``uid`` in Redis as soon as Redis answers (its entries go back
+        to the subscription), trying until its lease would have run out; after that any
+        gateway's reaper does it (``reap_consumers.lua``)."""
+        task = asyncio.get_running_loop().create_task(self._hand_back(uid))
+        _hand_backs.add(task)
+        task.add_done_callback(_hand_backs.discard)
+
+    async def _hand_back(self, uid: str) -> None:
+        deadline = time.monotonic() + self.lease_ms / 1000
+        while True:
+            try:
+                handed_back = await self.storage.eval(
+                    "release_consumer", self.keys, [self.name, uid, PARKED_CONSUMER]
+                )
+            except GatewayError as exc:
+                if isinstance(exc, ServiceNotReady) or time.monotonic() >= deadline:
+                    log.warning("consumer %s not released (%s); its lease will expire", uid, exc)
+                    return
+                await asyncio.sleep(HAND_BACK_RETRY)
+                continue
+            if handed_back or self.type in (SubscriptionType.FAILOVER, SubscriptionType.KEY_SHARED):
+                self.topic.notify()
+            return
 
     async def unsubscribe(self, consumer: Consumer) -> None:
         """Delete the subscription on ``consumer``'s request (Pulsar UNSUBSCRIBE)."""
