@@ -1101,15 +1101,17 @@ def report(
     print("\n".join(out), flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run_cli(args: argparse.Namespace, run_bench: Callable[[argparse.Namespace], Any]) -> int:
+    """Run a bench with the command-line conventions of every script in ``bench/``: SIGTERM
+    stops it like Ctrl-C, a BenchError exits 1, an interrupt 130, ``--json`` saves the
+    results."""
 
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        data = run(args)
+        data = run_bench(args)
     except BenchError as exc:
         print(f"bench failed: {exc}", file=sys.stderr)
         return 1
@@ -1119,6 +1121,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=2, default=str))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(parse_args(argv), run)
 
 
 if __name__ == "__main__":

@@ -45,14 +45,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import platform
 import random
 import secrets
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import threading
@@ -78,6 +76,7 @@ from bench import (
     Watchdog,
     fmt_rate,
     git_describe,
+    run_cli,
     wait_until,
 )
 from gateway.keys import DELAYED_CONSUMER, hash_tag
@@ -779,23 +778,7 @@ def report(args: argparse.Namespace, data: dict[str, Any], timed: dict[str, Time
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-
-    def on_term(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        data = run(args)
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench interrupted", file=sys.stderr)
-        return 130
-    if args.json:
-        Path(args.json).write_text(json.dumps(data, indent=2, default=str))
-    return 0
+    return run_cli(parse_args(argv), run)
 
 
 if __name__ == "__main__":

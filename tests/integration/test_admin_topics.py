@@ -7,15 +7,14 @@ behind them is checked in Redis and through the binary protocol's answers.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-import aiohttp
 import pulsar
 import pytest
 
 from gateway.keys import KeySchema
 from gateway.topic_name import parse_topic_name
+from tests.adminhttp import admin, call
 from tests.conftest import TIMEOUT, stream_key, wait_for
 
 RECEIVE_MS = int(TIMEOUT * 1000)
@@ -25,23 +24,6 @@ RECEIVE_MS = int(TIMEOUT * 1000)
 def topic(topic: str) -> str:
     """The shared fixture's name, minus any "-partition-" a test name puts in it."""
     return topic.replace("-partition", "-part")
-
-
-async def _call(method: str, url: str, body: Any, raw: str | None) -> tuple[int, Any]:
-    data = raw if raw is not None else (None if body is None else json.dumps(body))
-    headers = {"Content-Type": "application/json"}
-    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
-    async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
-        session.request(method, url, data=data, headers=headers) as resp,
-    ):
-        text = await resp.text()
-        return resp.status, json.loads(text) if text else None
-
-
-def admin(method: str, url: str, body: Any = None, raw: str | None = None) -> tuple[int, Any]:
-    """One HTTP request with aiohttp; returns (status, decoded JSON body or None)."""
-    return asyncio.run(_call(method, url, body, raw))
 
 
 def base(gw: Any, domain: str = "persistent") -> str:
@@ -292,7 +274,7 @@ def test_two_gateways_share_metadata_and_race_safely(gateway_factory, topic):
 
     async def race() -> list[int]:
         urls = [f"{base(gw)}/{topic}/partitions" for gw in (a, b)] * 3
-        results = await asyncio.gather(*(_call("PUT", u, 4, None) for u in urls))
+        results = await asyncio.gather(*(call("PUT", u, 4) for u in urls))
         return sorted(status for status, _ in results)
 
     assert asyncio.run(race()) == [204, 409, 409, 409, 409, 409]

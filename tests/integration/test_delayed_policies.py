@@ -16,7 +16,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 import pulsar
 import pytest
 import redis
@@ -26,6 +25,7 @@ from adapters.pulsar_binary import codec
 from gateway.delayed_delivery import DelayedDeliveryPolicy
 from gateway.keys import KeySchema
 from proto import PulsarApi_pb2 as pb
+from tests.adminhttp import admin, call_text
 from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
 from tests.frames import command
 from tests.rawclient import RawConnection
@@ -52,24 +52,6 @@ OVERRIDDEN = "pulsar_broker_topic_messages_fixed_delay_overridden"
 # -- helpers ------------------------------------------------------------------------------
 
 
-async def _call(method: str, url: str, body: Any, raw: bytes | None) -> tuple[int, str]:
-    data = raw if raw is not None else (None if body is None else json.dumps(body))
-    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
-    async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
-        session.request(
-            method, url, data=data, headers={"Content-Type": "application/json"}
-        ) as resp,
-    ):
-        return resp.status, await resp.text()
-
-
-def admin(method: str, url: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
-    """One HTTP request with aiohttp; (status, decoded JSON body or None when empty)."""
-    status, text = asyncio.run(_call(method, url, body, raw))
-    return status, json.loads(text) if text else None
-
-
 def ns_url(gw: GatewayThread) -> str:
     return f"{gw.http_url}/admin/v2/namespaces/public/default/delayedDelivery"
 
@@ -93,7 +75,7 @@ def full(topic: str) -> str:
 
 def counter(gw: GatewayThread, name: str, topic: str) -> float:
     """A PIP-437 counter of ``topic`` from ``GET /metrics``; 0 when not exported yet."""
-    status, text = asyncio.run(_call("GET", f"{gw.http_url}/metrics", None, None))
+    status, text = asyncio.run(call_text("GET", f"{gw.http_url}/metrics"))
     assert status == 200
     wanted = {"cluster": "standalone", "namespace": "public/default", "topic": full(topic)}
     for family in text_string_to_metric_families(text):

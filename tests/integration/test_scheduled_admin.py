@@ -10,18 +10,16 @@ meant to arrive is due within a couple of seconds.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from typing import Any
 
-import aiohttp
 import pulsar
 import pytest
 import redis
 
 from gateway.keys import KeySchema
 from gateway.topic_name import parse_topic_name
+from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread, stream_key
 
 RECEIVE_MS = int(TIMEOUT * 1000)
@@ -35,24 +33,6 @@ CLOCK_SLACK_MS = 20
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-async def _call(method: str, url: str, body: Any, raw: bytes | None) -> tuple[int, str]:
-    data = raw if raw is not None else (None if body is None else json.dumps(body))
-    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
-    async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
-        session.request(
-            method, url, data=data, headers={"Content-Type": "application/json"}
-        ) as resp,
-    ):
-        return resp.status, await resp.text()
-
-
-def admin(method: str, url: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
-    """One HTTP request with aiohttp; (status, decoded JSON body or None when empty)."""
-    status, text = asyncio.run(_call(method, url, body, raw))
-    return status, json.loads(text) if text else None
 
 
 def scheduled_url(gw: GatewayThread, topic: str, sub: str) -> str:

@@ -1,0 +1,42 @@
+"""Admin REST calls for tests, with aiohttp (a real HTTP client)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import aiohttp
+
+from tests.conftest import TIMEOUT
+
+
+async def call_text(
+    method: str, url: str, body: Any = None, raw: bytes | str | None = None
+) -> tuple[int, str]:
+    """One HTTP request: (status, body text). ``raw`` is sent as is instead of ``body`` as
+    JSON (for malformed bodies)."""
+    data = raw if raw is not None else (None if body is None else json.dumps(body))
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.request(
+            method, url, data=data, headers={"Content-Type": "application/json"}
+        ) as resp,
+    ):
+        return resp.status, await resp.text()
+
+
+async def call(
+    method: str, url: str, body: Any = None, raw: bytes | str | None = None
+) -> tuple[int, Any]:
+    """As :func:`call_text`, the body decoded as JSON (None when empty)."""
+    status, text = await call_text(method, url, body, raw)
+    return status, json.loads(text) if text else None
+
+
+def admin(
+    method: str, url: str, body: Any = None, raw: bytes | str | None = None
+) -> tuple[int, Any]:
+    """:func:`call` from synchronous code."""
+    return asyncio.run(call(method, url, body, raw))
