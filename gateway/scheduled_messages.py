@@ -24,6 +24,7 @@ from gateway.producer import ENTRY_BLOB
 
 if TYPE_CHECKING:
     from gateway.broker import Broker
+    from gateway.topic import Topic
 
 __all__ = ["ScheduledMessage", "ScheduledMessages", "ScheduledPage"]
 
@@ -56,11 +57,11 @@ class ScheduledMessages:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def _keys(self, topic: str, subscription: str) -> list[str]:
-        name = self._broker.topic(topic).name
-        if not name.persistent:
+    def _topic(self, topic: str) -> Topic:
+        handle = self._broker.topic(topic)
+        if not handle.name.persistent:
             raise NotAllowed("Non-persistent topics have no scheduled messages")
-        return self._broker.topic(name).keys.subscription_keys(subscription)
+        return handle
 
     async def list(self, topic: str, subscription: str, offset: int, limit: int) -> ScheduledPage:
         """The subscription's scheduled messages from ``offset`` in deliver-at order.
@@ -68,15 +69,17 @@ class ScheduledMessages:
         Raises:
             InvalidTopicName, NotAllowed (non-persistent topic), SubscriptionNotFound.
         """
-        keys = self._keys(topic, subscription)
+        handle = self._topic(topic)
         if offset < 0 or not 0 < limit <= MAX_PAGE:
             raise ValueError(f"offset must be >= 0 and limit within 1..{MAX_PAGE}")
         reply: list[Any] = await self._broker.storage.eval(
-            "scheduled_list", keys, [subscription, offset, limit, SCHEDULE_AHEAD]
+            "scheduled_list",
+            handle.keys.subscription_keys(subscription),
+            [subscription, offset, limit, SCHEDULE_AHEAD],
         )
         if reply[0] != 0:
             raise SubscriptionNotFound(f"Subscription {subscription} not found")
-        partition = self._broker.topic(topic).partition
+        partition = handle.partition
         messages = []
         for i in range(2, len(reply), 3):
             fields = reply[i + 2]
@@ -98,7 +101,7 @@ class ScheduledMessages:
             SubscriptionNotFound; MessageNotFound when it is not scheduled on the
             subscription (delivered, acknowledged, not delayed, or not read yet).
         """
-        keys = self._keys(topic, subscription)
+        keys = self._topic(topic).keys.subscription_keys(subscription)
         done = await self._broker.storage.eval(
             "scheduled_cancel", keys, [subscription, message_id.stream_id, SCHEDULE_AHEAD]
         )
@@ -109,15 +112,15 @@ class ScheduledMessages:
     ) -> None:
         """Move one scheduled message to ``deliver_at`` (ms since epoch; a past time makes
         it due now). Raises as :meth:`cancel`."""
-        keys = self._keys(topic, subscription)
+        handle = self._topic(topic)
         done = await self._broker.storage.eval(
             "scheduled_reschedule",
-            keys,
+            handle.keys.subscription_keys(subscription),
             [subscription, message_id.stream_id, deliver_at, SCHEDULE_AHEAD],
         )
         self._check(done, subscription, message_id)
         # Dispatchers sleep until the earliest time they know of: wake them to learn this one.
-        self._broker.topic(topic).notify()
+        handle.notify()
 
     @staticmethod
     def _check(done: int, subscription: str, message_id: MessageId) -> None:

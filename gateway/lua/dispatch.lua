@@ -53,7 +53,8 @@ while remaining > 0 do
 end
 
 -- 2. scheduled messages now due
-if shared then
+local earliest = shared and next_due(k, now)
+if earliest == 0 then
   while remaining > 0 do
     local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, math.min(remaining, 100))
     if #due == 0 then break end
@@ -66,11 +67,11 @@ if shared then
     end
     redis.call(unpack(sent))
   end
+  earliest = next_due(k, now)
 end
 
 -- 3. new entries
 local schedule = shared and new_schedule(k, group)
-local earliest = shared and next_due(k, now)
 read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
   if schedule then
     local at = deliver_later(entry[2], now)
@@ -82,9 +83,5 @@ read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
   return emit(out, entry[1], entry[2], 0, nil)
 end, schedule and schedule.full)
 
-if schedule then
-  schedule.flush()
-  out[3] = schedule.full() and 0 or next_due(k, now)
-  if out[3] >= 0 and (earliest < 0 or out[3] < earliest) then out[2] = 1 end
-end
+if schedule then out[2], out[3] = schedule_reply(k, now, schedule, earliest) end
 return out

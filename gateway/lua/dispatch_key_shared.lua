@@ -93,7 +93,8 @@ end
 local truncated = #scanned == SCAN
 
 -- 1b. scheduled messages now due, to their owners
-if not truncated then
+local earliest = next_due(k, now)
+if not truncated and earliest == 0 then
   local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, SCAN)
   for _, member in ipairs(due) do
     local id = member_id(member)
@@ -108,6 +109,7 @@ if not truncated then
   end
   if #due > 0 then redis.call('ZREM', k.delayed, unpack(due)) end
   truncated = #due == SCAN
+  earliest = next_due(k, now)
 end
 
 -- 2. this consumer's waiting entries
@@ -132,7 +134,6 @@ for _, c in ipairs(summary[4] or {}) do
   if string.sub(c[1], 1, #WAITING) == WAITING then waiting = waiting + tonumber(c[2]) end
 end
 local schedule = new_schedule(k, group)
-local earliest = next_due(k, now)
 if not truncated then
   read_new(k, group, uid, remaining, per_entry, READ_LIMIT, function(entry)
     local at = deliver_later(entry[2], now)
@@ -149,7 +150,8 @@ if not truncated then
     return 0
   end, function() return waiting >= LOOKAHEAD or schedule.full() end)
 end
-schedule.flush()
-out[3] = (truncated or schedule.full()) and 0 or next_due(k, now)
-if out[3] >= 0 and (earliest < 0 or out[3] < earliest) then out[2] = 1 end
+local moved
+moved, out[3] = schedule_reply(k, now, schedule, earliest)
+if truncated then out[3] = 0 end
+if moved == 1 then out[2] = 1 end
 return out

@@ -245,9 +245,25 @@ local function next_due(k, now)
   return math.max(0, tonumber(head[2]) - now)
 end
 
+-- A dispatch reply's {moved, next_due} after scheduling: `earliest` is next_due as the call
+-- found it once due entries were taken; only a call that scheduled entries reads the index
+-- again. moved = 1 when the earliest time came forward (other gateways must re-time).
+local function schedule_reply(k, now, schedule, earliest)
+  schedule.flush()
+  local due = earliest
+  if schedule.full() then
+    due = 0
+  elseif schedule.added() > 0 then
+    due = next_due(k, now)
+  end
+  local moved = (due >= 0 and (earliest < 0 or due < earliest)) and 1 or 0
+  return moved, due
+end
+
 -- Collects entries read that must wait and schedules them, SCHEDULE_CHUNK at a time, with
 -- one XCLAIM (to DELAYED, delivery count reset: they were read, not sent) and one ZADD.
--- `full()` says SCHEDULE_CHUNK entries were scheduled: enough for one call.
+-- `added()` counts the entries scheduled; `full()` says SCHEDULE_CHUNK were: enough for one
+-- call.
 local function new_schedule(k, group)
   local ids, zadd, total = {}, {'ZADD', k.delayed}, 0
   local schedule = {}
@@ -264,6 +280,7 @@ local function new_schedule(k, group)
     total = total + 1
     if #ids >= SCHEDULE_CHUNK then schedule.flush() end
   end
+  function schedule.added() return total end
   function schedule.full() return total >= SCHEDULE_CHUNK end
   return schedule
 end
@@ -300,8 +317,8 @@ end
 
 -- Scheduled messages of a subscription: the entries DELAYED holds (exact, where the index
 -- may still hold members of entries expired by TTL or acknowledged by id).
-local function scheduled_count(k, group)
-  for _, c in ipairs(redis.call('XPENDING', k.stream, group)[4] or {}) do
+local function scheduled_count(stream, group)
+  for _, c in ipairs(redis.call('XPENDING', stream, group)[4] or {}) do
     if c[1] == DELAYED then return tonumber(c[2]) end
   end
   return 0

@@ -29,5 +29,5 @@ for i = 1, #page, 2 do
     redis.call('ZREM', k.delayed, page[i])
   end
 end
-out[2] = scheduled_count(k, group)
+out[2] = scheduled_count(k.stream, group)
 return out

@@ -10,7 +10,7 @@ local out = {}
 local all = redis.call('HGETALL', subs)
 for i = 1, #all, 2 do
   local delayed = 0
-  if group_exists(stream, all[i]) then delayed = scheduled_count({stream = stream}, all[i]) end
+  if group_exists(stream, all[i]) then delayed = scheduled_count(stream, all[i]) end
   out[#out + 1] = all[i]
   out[#out + 1] = all[i + 1]
   out[#out + 1] = delayed

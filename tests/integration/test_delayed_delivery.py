@@ -16,20 +16,19 @@ the messages it holds scheduled.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-import aiohttp
 import pulsar
 import pulsar.asyncio
 import pytest
 
-from gateway.key_shared import sticky_key_hash
+from tests.adminhttp import admin
 from tests.conftest import TIME_SCALE, TIMEOUT, wait_for
+from tests.integration.test_key_shared import keys_in
 
 Shared = pulsar.ConsumerType.Shared
 KeyShared = pulsar.ConsumerType.KeyShared
@@ -112,32 +111,11 @@ def assert_on_time(received_ms: int, deliver_at: int, what: object = "message") 
     assert late < LATE_MS, f"{what} {late} ms late"
 
 
-async def _get(url: str) -> tuple[int, Any]:
-    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
-    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as resp:
-        text = await resp.text()
-        return resp.status, json.loads(text) if text else None
-
-
 def msg_delayed(gw: Any, topic: str, sub: str = SUB) -> int:
     """The subscription's ``msgDelayed`` in the topic stats (admin REST, aiohttp)."""
-    status, body = asyncio.run(
-        _get(f"{gw.http_url}/admin/v2/persistent/public/default/{topic}/stats")
-    )
+    status, body = admin("GET", f"{gw.http_url}/admin/v2/persistent/public/default/{topic}/stats")
     assert status == 200, body
     return int(body["subscriptions"][sub]["msgDelayed"])
-
-
-def keys_in(span: tuple[int, int], count: int, prefix: str = "key") -> list[str]:
-    """The first ``count`` keys ``<prefix>-<i>`` whose sticky-key hash lies in ``span``."""
-    out: list[str] = []
-    i = 0
-    while len(out) < count:
-        key = f"{prefix}-{i}"
-        if span[0] <= sticky_key_hash(key.encode()) <= span[1]:
-            out.append(key)
-        i += 1
-    return out
 
 
 class Drain:

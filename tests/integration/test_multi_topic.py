@@ -16,8 +16,9 @@ from pulsar.schema import BytesSchema
 
 from adapters.pulsar_binary.session import topics_hash
 from proto import PulsarApi_pb2 as pb
+from tests.adminhttp import admin
 from tests.conftest import TIMEOUT
-from tests.integration.test_admin_topics import admin, base
+from tests.integration.test_admin_topics import base
 from tests.rawclient import raw
 
 RECEIVE_MS = int(TIMEOUT * 1000)

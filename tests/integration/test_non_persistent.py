@@ -13,8 +13,9 @@ import pulsar
 import pulsar.asyncio
 import pytest
 
+from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, wait_for
-from tests.integration.test_admin_topics import admin, base
+from tests.integration.test_admin_topics import base
 
 RECEIVE_MS = int(TIMEOUT * 1000)
 Shared = pulsar.ConsumerType.Shared
