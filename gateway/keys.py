@@ -114,6 +114,18 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
                                                 :mod:`gateway.policies`
 ``P:policies:changed``                  pubsub  channel: "some policy changed" (cache
                                                 invalidation); :mod:`gateway.policies`
+``P:tenants``                            hash    tenant name -> TenantInfo JSON
+                                                ``{"adminRoles": [...], "allowedClusters":
+                                                [...]}``; :mod:`gateway.tenants` (admin API)
+``P:tenant-namespaces:<tenant>``        set     the tenant's namespaces ("tenant/ns");
+                                                :mod:`gateway.tenants` (admin create,
+                                                delete; topic registration adds)
+``P:permissions:ns:<tenant/ns>``        hash    role -> JSON list of actions ("produce",
+                                                "consume"); :mod:`gateway.authorization`
+``P:{T}:gateway-stats``                 hash    gateway id -> JSON of that gateway's rates
+                                                and clients on the topic, rewritten every
+                                                few seconds, stale ones ignored (fleet-wide
+                                                topic stats); :mod:`gateway.topic_stats`
 ======================================  ======  ============================================
 
 Stream entry fields (see :mod:`gateway.producer`): ``m`` the stored blob (magic, CRC32C,
@@ -275,6 +287,10 @@ class TopicKeys:
     def compaction(self) -> str:
         return f"{self._base}:compaction"
 
+    @property
+    def gateway_stats(self) -> str:
+        return f"{self._base}:gateway-stats"
+
 
 @dataclass(frozen=True, slots=True)
 class KeySchema:
@@ -305,3 +321,15 @@ class KeySchema:
     @property
     def policies_channel(self) -> str:
         return f"{self.prefix}:policies:changed"
+
+    # -- tenants, namespaces, authorization (admin API) --------------------------------
+
+    @property
+    def tenants(self) -> str:
+        return f"{self.prefix}:tenants"
+
+    def tenant_namespaces(self, tenant: str) -> str:
+        return f"{self.prefix}:tenant-namespaces:{tenant}"
+
+    def namespace_permissions(self, namespace: str) -> str:
+        return f"{self.prefix}:permissions:ns:{namespace}"
