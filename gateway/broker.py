@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import logging
 import secrets
+from collections.abc import Iterator
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -39,6 +40,7 @@ from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer, ProducerAccessMode
 from gateway.producer_registry import ProducerRegistry
+from gateway.rates import RateReporter
 from gateway.scheduled_messages import ScheduledMessages
 from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
@@ -98,6 +100,8 @@ class Broker:
             active=config.delayed_delivery_enabled,
             max_delay_ms=config.delayed_delivery_max_delay_ms,
         )
+        #: this gateway's message rates, reported to the fleet (gateway/rates.py)
+        self.rates = RateReporter(self, config.stats_interval_seconds)
         self._producer_uids = itertools.count()
         self._refresh: asyncio.Task[None] | None = None
         self._topics: dict[str, Topic] = {}
@@ -125,6 +129,7 @@ class Broker:
             self._renew_leases(), name="lease renewal"
         )
         self.maintenance.start()
+        self.rates.start()
         log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
 
     async def close(self) -> None:
@@ -136,6 +141,8 @@ class Broker:
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
         await self.maintenance.stop()
+        await self.rates.stop()
+        await self.rates.withdraw()
         await self.compaction.close()
         await self.non_persistent.close()
         if self._lease_task is not None:
@@ -197,7 +204,9 @@ class Broker:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
             user_provided_name = False
         if not topic.name.persistent:
-            return self.non_persistent.producer(topic, producer_name)
+            np_producer = self.non_persistent.producer(topic, producer_name)
+            np_producer.topic_meter = self.rates.topic(topic.full_name).rate_in
+            return np_producer
         producer = Producer(
             topic,
             producer_name,
@@ -209,6 +218,7 @@ class Broker:
             user_provided_name=user_provided_name,
         )
         producer.topic_epoch = topic_epoch
+        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
         producer.schema_version = version
         producer.deduplication, producer.delayed_delivery = await self._producer_policies(
             topic.name
@@ -311,6 +321,12 @@ class Broker:
             if not sub.consumers:
                 self.drop_subscription(sub)
             raise
+
+    def local_consumers(self) -> Iterator[Consumer]:
+        """Every consumer attached through this gateway (persistent and non-persistent)."""
+        for sub in self._subscriptions.values():
+            yield from sub.consumers
+        yield from self.non_persistent.consumers()
 
     def drop_subscription(self, sub: Subscription) -> None:
         """Forget a subscription with no local consumers left."""
