@@ -31,6 +31,7 @@ from gateway.consumer import (
 from gateway.delayed_delivery import DelayedDeliveryPolicy
 from gateway.dispatcher import POLL_INTERVAL
 from gateway.errors import GatewayError, NotAllowed
+from gateway.fleet import Fleet
 from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
@@ -47,6 +48,7 @@ from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
 from gateway.topic import Topic
 from gateway.topic_maintenance import TopicMaintenance
+from gateway.topic_metrics import TopicMetrics
 from gateway.topic_name import TopicName, parse_topic_name
 
 __all__ = ["Broker", "start_position"]
@@ -102,6 +104,10 @@ class Broker:
         )
         #: this gateway's message rates, reported to the fleet (gateway/rates.py)
         self.rates = RateReporter(self, config.stats_interval_seconds)
+        #: the live gateways; which one exports a topic's metrics
+        self.fleet = Fleet(self)
+        self.topic_metrics = TopicMetrics(self)
+        self.metrics.registry.register(self.topic_metrics)
         self._producer_uids = itertools.count()
         self._refresh: asyncio.Task[None] | None = None
         self._topics: dict[str, Topic] = {}
@@ -130,6 +136,7 @@ class Broker:
         )
         self.maintenance.start()
         self.rates.start()
+        await self.fleet.heartbeat()
         log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
 
     async def close(self) -> None:
@@ -143,6 +150,8 @@ class Broker:
         await self.maintenance.stop()
         await self.rates.stop()
         await self.rates.withdraw()
+        with contextlib.suppress(GatewayError):
+            await self.fleet.leave()
         await self.compaction.close()
         await self.non_persistent.close()
         if self._lease_task is not None:
@@ -361,6 +370,10 @@ class Broker:
                 await self.renew_leases()
             except (GatewayError, RedisError) as exc:
                 log.warning("lease renewal failed: %s", exc)
+            try:
+                await self.fleet.heartbeat()
+            except GatewayError as exc:
+                log.warning("fleet heartbeat failed: %s", exc)
             try:
                 await self.producers.renew()
                 await self.refresh_producer_policies()

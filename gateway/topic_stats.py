@@ -26,7 +26,7 @@ from gateway.rates import fresh_reports
 if TYPE_CHECKING:
     from gateway.broker import Broker
 
-__all__ = ["compose", "partitioned_stats", "read_topic", "topic_stats"]
+__all__ = ["compose", "partitioned_stats", "read_topic", "stats_of", "topic_stats"]
 
 #: Pulsar's names of the subscription types, as its stats report them.
 _TYPE_NAMES = {
@@ -157,6 +157,11 @@ async def read_topic(broker: Broker, topic: str) -> dict[str, Any] | None:
     return data
 
 
+def stats_of(broker: Broker, data: dict[str, Any]) -> dict[str, Any]:
+    """:func:`compose` of ``data`` (read by :func:`read_topic`) with its fresh reports."""
+    return compose(data, fresh_reports(_list(data.get("reports")), broker.rates.interval))
+
+
 async def topic_stats(broker: Broker, topic: str) -> dict[str, Any]:
     """The stats of one non-partitioned topic or partition.
 
@@ -166,8 +171,7 @@ async def topic_stats(broker: Broker, topic: str) -> dict[str, Any]:
     data = await read_topic(broker, topic)
     if data is None:
         raise TopicNotFound(f"Topic {topic} not found")
-    reports = fresh_reports(_list(data.get("reports")), broker.rates.interval)
-    return compose(data, reports)
+    return stats_of(broker, data)
 
 
 def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
@@ -187,8 +191,7 @@ async def partitioned_stats(
         name = f"{topic}-partition-{i}"
         data = await read_topic(broker, name)
         if data is not None:
-            reports = fresh_reports(_list(data.get("reports")), broker.rates.interval)
-            parts[name] = compose(data, reports)
+            parts[name] = stats_of(broker, data)
     total: dict[str, Any] = {"publishers": [], "subscriptions": {}}
     for stats in parts.values():
         _add(total, stats)
