@@ -5,8 +5,8 @@ over the fleet's scrapes counts it once; gateway-level request counters."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
