@@ -235,6 +235,34 @@ class Broker:
         await self.producers.add(producer)
         return producer
 
+    async def publisher(self, name: TopicName | str, producer_name: str) -> Producer:
+        """A producer for one-off appends that is not registered with the fleet, as
+        Pulsar's REST produce publishes straight to the topic (``TopicsBase``
+        ``publishSingleMessageToPartition``): no producer-name exclusivity, no lease, the
+        topic's current deduplication and delayed-delivery policies.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+        """
+        topic = self.topic(name)
+        await topic.register()
+        producer: Producer
+        if not topic.name.persistent:
+            producer = self.non_persistent.producer(topic, producer_name)
+        else:
+            producer = Producer(
+                topic,
+                producer_name,
+                self.storage,
+                self.metrics,
+                uid=f"{self.gateway_id}-p{next(self._producer_uids)}",
+            )
+            producer.deduplication, producer.delayed_delivery = await self._producer_policies(
+                topic.name
+            )
+        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
+        return producer
+
     async def close_producer(self, producer: Producer) -> None:
         """Release a producer (its client closed it, or the connection dropped)."""
         await self.producers.remove(producer)

@@ -13,7 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from adapters.http import compaction, policies, scheduled, stats, topics
+from adapters.http import compaction, policies, rest_produce, scheduled, stats, topics
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -82,4 +82,5 @@ def make_app(broker: Broker) -> web.Application:
     topics.add_routes(app, BROKER_KEY)
     scheduled.add_routes(app, BROKER_KEY)
     stats.add_routes(app, BROKER_KEY)
+    rest_produce.add_routes(app, BROKER_KEY)
     return app
