@@ -13,7 +13,15 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from adapters.http import compaction, policies, rest_produce, scheduled, stats, topics
+from adapters.http import (
+    compaction,
+    openapi,
+    policies,
+    rest_produce,
+    scheduled,
+    stats,
+    topics,
+)
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -83,4 +91,5 @@ def make_app(broker: Broker) -> web.Application:
     scheduled.add_routes(app, BROKER_KEY)
     stats.add_routes(app, BROKER_KEY)
     rest_produce.add_routes(app, BROKER_KEY)
+    openapi.add_routes(app)
     return app
