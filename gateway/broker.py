@@ -43,6 +43,7 @@ from gateway.scheduled_messages import ScheduledMessages
 from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
+from gateway.tenants import Tenants
 from gateway.topic import Topic
 from gateway.topic_maintenance import TopicMaintenance
 from gateway.topic_name import TopicName, parse_topic_name
@@ -89,6 +90,16 @@ class Broker:
         self.metrics = GatewayMetrics(config.cluster_name)
         self.policies = Policies(self.storage, self.notifier, self.schema)
         self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
+        #: tenants and namespaces (admin API); every topic registration records its namespace
+        self.tenants = Tenants(
+            self.storage,
+            self.schema,
+            config.cluster_name,
+            self.partitioned_topics,
+            config.advertised_host,
+        )
+        self.tenants.advertise(config.port, config.http_port)
+        self.partitioned_topics.on_create = self.tenants.register_namespace
         self.producers = ProducerRegistry(
             self.storage, self.notifier, int(config.consumer_lease_seconds * 1000)
         )
@@ -119,6 +130,7 @@ class Broker:
     async def start(self) -> None:
         await self.storage.load_scripts()
         await self.notifier.start()
+        await self.tenants.start()
         self.policies.start()
         self.policies.on_change(self._policies_changed)
         self._lease_task = asyncio.get_running_loop().create_task(
@@ -159,7 +171,9 @@ class Broker:
         key = str(topic_name)
         topic = self._topics.get(key)
         if topic is None:
-            topic = self._topics[key] = Topic(topic_name, self.schema, self.storage)
+            topic = self._topics[key] = Topic(
+                topic_name, self.schema, self.storage, self.tenants.register_namespace
+            )
         return topic
 
     async def partitioned_metadata(self, name: TopicName | str) -> int:
