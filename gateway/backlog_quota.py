@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.errors import ConcurrentModification
-from gateway.keys import KeySchema
+from gateway.errors import ConcurrentModification, ProducerBlockedQuotaExceeded
+from gateway.keys import KeySchema, TopicKeys
+from gateway.policies import Policies
 from gateway.storage import Storage
-from gateway.topic_name import parse_topic_name
+from gateway.topic_name import TopicName, parse_topic_name
 
 __all__ = [
     "BACKLOG_QUOTA_POLICY",
@@ -33,6 +34,7 @@ __all__ = [
     "QUOTA_TYPES",
     "RETENTION_POLICIES",
     "BacklogQuotas",
+    "check_producer",
     "exceeds_retention",
     "parse_backlog_quota",
     "parse_quota_type",
@@ -179,3 +181,45 @@ class BacklogQuotas:
                 self._storage.notify(self._schema.policies_channel)
                 return
         raise ConcurrentModification("Concurrent modification")
+
+
+async def check_producer(
+    policies: Policies, storage: Storage, topic: TopicName, keys: TopicKeys
+) -> None:
+    """Refuse a new producer when the topic's backlog is over a ``producer_exception``
+    size quota (Pulsar ``BacklogQuotaManager`` / ``PersistentTopic.checkBacklogQuotaExceeded``
+    at producer creation).
+
+    The quota is the topic's ``destination_storage`` quota, else its namespace's (per type,
+    as Pulsar resolves ``getBacklogQuota``); the backlog is ``backlog_size.lua``'s estimate.
+    One cached policy read per producer creation, and one script call only when such a
+    quota is set. Other policies are not enforced: ``producer_request_hold`` and
+    ``consumer_backlog_eviction`` are stored and answered but change nothing, and
+    ``message_age`` quotas are not checked.
+
+    Raises:
+        ProducerBlockedQuotaExceeded: the backlog is over the limit.
+    """
+    quota = await _effective_quota(policies, topic, DEFAULT_QUOTA_TYPE)
+    if quota is None or quota.get("policy") != "producer_exception":
+        return
+    limit = quota.get("limitSize", -1)
+    if not isinstance(limit, int) or limit < 0:
+        return
+    backlog = int(await storage.eval("backlog_size", [keys.stream], []))
+    if backlog > limit:
+        raise ProducerBlockedQuotaExceeded(
+            "Cannot create producer on topic with backlog quota exceeded"
+        )
+
+
+async def _effective_quota(
+    policies: Policies, topic: TopicName, quota_type: str
+) -> dict[str, Any] | None:
+    for value in (
+        await policies.get_topic(topic, BACKLOG_QUOTA_POLICY),
+        await policies.get_namespace(topic.namespace, BACKLOG_QUOTA_POLICY),
+    ):
+        if isinstance(value, dict) and isinstance(value.get(quota_type), dict):
+            return dict(value[quota_type])
+    return None

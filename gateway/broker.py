@@ -18,7 +18,7 @@ import secrets
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway import deduplication, delayed_delivery
+from gateway import backlog_quota, deduplication, delayed_delivery
 from gateway.compaction import CompactionService
 from gateway.config import GatewayConfig
 from gateway.consumer import (
@@ -202,6 +202,7 @@ class Broker:
             ProducerBusy: the name is in use, or a Shared producer meets an exclusive one.
             ProducerFenced: exclusive access refused or the topic epoch moved on.
             IncompatibleSchema: the schema cannot be registered on the topic.
+            ProducerBlockedQuotaExceeded: the backlog is over a ``producer_exception`` quota.
             StorageError: Redis failed.
         """
         topic = self.topic(name)
@@ -212,6 +213,7 @@ class Broker:
             user_provided_name = False
         if not topic.name.persistent:
             return self.non_persistent.producer(topic, producer_name)
+        await backlog_quota.check_producer(self.policies, self.storage, topic.name, topic.keys)
         producer = Producer(
             topic,
             producer_name,

@@ -23,6 +23,8 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
     ├── TopicNotFound                                           -> TopicNotFound
     ├── MessageTooLarge                                         -> NotAllowedError
+    ├── ProducerBlockedQuotaExceeded  backlog quota exceeded,   -> ProducerBlocked-
+    │                                 policy producer_exception    QuotaExceededException
     ├── TenantNotFound                tenant missing            (admin HTTP 404)
     ├── NamespaceNotFound             namespace missing         (admin HTTP 404)
     ├── InvalidNamespaceName          bad tenant/namespace name (admin HTTP 412)
@@ -58,6 +60,7 @@ __all__ = [
     "NamespaceNotFound",
     "NotAllowed",
     "NotEmpty",
+    "ProducerBlockedQuotaExceeded",
     "ProducerBusy",
     "ProducerFenced",
     "ProducerNotFound",
@@ -179,3 +182,8 @@ class NotEmpty(NotAllowed):
 
 class ConcurrentModification(NotAllowed):
     """Other admins kept changing the same policy; the request may be sent again."""
+
+
+class ProducerBlockedQuotaExceeded(GatewayError):
+    """The topic's backlog is over its quota and the quota's policy is
+    ``producer_exception`` (Pulsar's ``TopicBacklogQuotaExceededException``)."""

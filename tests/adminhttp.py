@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 
+from gateway.keys import KeySchema
 from tests.conftest import TIMEOUT
 
 
@@ -47,3 +48,16 @@ def admin_text(
 ) -> tuple[int, str]:
     """:func:`call_text` from synchronous code (for bodies that are not JSON)."""
     return asyncio.run(call_text(method, url, body, raw))
+
+
+def data_keys(client: Any) -> list[bytes]:
+    """Every Redis key (sync redis client) except the tenant registry (``P:tenants``,
+    ``P:tenant-namespaces:*``), which holds the standalone defaults from the start: for
+    tests that check what a topic leaves behind."""
+    schema = KeySchema()
+    registry = schema.tenant_namespaces("")
+    return [
+        key
+        for key in client.keys("*")
+        if key.decode() != schema.tenants and not key.decode().startswith(registry)
+    ]
