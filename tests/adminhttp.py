@@ -40,3 +40,10 @@ def admin(
 ) -> tuple[int, Any]:
     """:func:`call` from synchronous code."""
     return asyncio.run(call(method, url, body, raw))
+
+
+def admin_text(
+    method: str, url: str, body: Any = None, raw: bytes | str | None = None
+) -> tuple[int, str]:
+    """:func:`call_text` from synchronous code (for bodies that are not JSON)."""
+    return asyncio.run(call_text(method, url, body, raw))

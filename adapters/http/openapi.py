@@ -168,8 +168,30 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "Reschedule": _obj(deliverAt=_INT, deliverAfterMs=_INT),
     "LongRunningProcessStatus": _obj(status=_STR, lastError=_STR),
     "TopicList": {"type": "array", "items": _STR},
+    "NameList": {"type": "array", "items": _STR},
+    "ClusterData": _obj(serviceUrl=_STR, brokerServiceUrl=_STR),
+    "TenantInfo": _obj(
+        adminRoles={"type": "array", "items": _STR},
+        allowedClusters={"type": "array", "items": _STR},
+    ),
+    "Policies": _obj(
+        retention_policies={"type": "object"},
+        message_ttl_in_seconds=_INT,
+        deduplicationEnabled=_BOOL,
+        delayed_delivery_policies={"type": "object"},
+        backlog_quota_map={"type": "object"},
+    ),
+    "BacklogQuota": _obj(limitSize=_INT, limitTime=_INT, policy={"type": "string"}),
+    "BacklogQuotaMap": {
+        "type": "object",
+        "additionalProperties": {"$ref": "#/components/schemas/BacklogQuota"},
+    },
+    "LookupData": _obj(brokerUrl=_STR, httpUrl=_STR, nativeUrl=_STR, brokerUrlSsl=_STR),
 }
 
+_CLUSTERS, _TENANTS, _NAMESPACES, _LOOKUP = "clusters", "tenants", "namespaces", "lookup"
+_NS = "/admin/v2/namespaces/{tenant}/{namespace}"
+_QUOTA_TYPE = (("backlogQuotaType", "string"),)
 _TOPICS = "topics"
 _SUBSCRIPTIONS = "subscriptions"
 _POLICIES = "policies"
@@ -258,6 +280,69 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
         "Publish messages to one partition (PIP-64)",
         body="ProducerMessages",
         response="ProducerAcks",
+    ),
+    ("GET", "/admin/v2/clusters"): Doc(_CLUSTERS, "List clusters (the fleet)", response="NameList"),
+    ("GET", "/admin/v2/clusters/{cluster}"): Doc(
+        _CLUSTERS, "The cluster's service URLs", response="ClusterData"
+    ),
+    ("PUT", "/admin/v2/clusters/{cluster}"): Doc(
+        _CLUSTERS, "Refused: the fleet is one cluster", body="ClusterData", ok=204
+    ),
+    ("POST", "/admin/v2/clusters/{cluster}"): Doc(
+        _CLUSTERS, "Refused: the cluster's URLs come from the gateways", body="ClusterData", ok=204
+    ),
+    ("DELETE", "/admin/v2/clusters/{cluster}"): Doc(
+        _CLUSTERS, "Refused: the fleet is one cluster", ok=204
+    ),
+    ("GET", "/admin/v2/tenants"): Doc(_TENANTS, "List tenants", response="NameList"),
+    ("GET", "/admin/v2/tenants/{tenant}"): Doc(_TENANTS, "A tenant", response="TenantInfo"),
+    ("PUT", "/admin/v2/tenants/{tenant}"): Doc(
+        _TENANTS, "Create a tenant", body="TenantInfo", ok=204
+    ),
+    ("POST", "/admin/v2/tenants/{tenant}"): Doc(
+        _TENANTS, "Update a tenant", body="TenantInfo", ok=204
+    ),
+    ("DELETE", "/admin/v2/tenants/{tenant}"): Doc(
+        _TENANTS, "Delete a tenant", query=(("force", "boolean"),), ok=204
+    ),
+    ("GET", "/admin/v2/namespaces/{tenant}"): Doc(
+        _NAMESPACES, "List the tenant's namespaces", response="NameList"
+    ),
+    ("GET", _NS): Doc(_NAMESPACES, "The namespace's policies", response="Policies"),
+    ("PUT", _NS): Doc(_NAMESPACES, "Create a namespace", body="Policies", ok=204),
+    ("DELETE", _NS): Doc(_NAMESPACES, "Delete a namespace", query=(("force", "boolean"),), ok=204),
+    ("GET", f"{_NS}/backlogQuotaMap"): Doc(
+        _POLICIES, "The namespace's backlog quotas by type", response="BacklogQuotaMap"
+    ),
+    ("POST", f"{_NS}/backlogQuota"): Doc(
+        _POLICIES, "Set a namespace backlog quota", body="BacklogQuota", query=_QUOTA_TYPE, ok=204
+    ),
+    ("DELETE", f"{_NS}/backlogQuota"): Doc(
+        _POLICIES, "Remove a namespace backlog quota", query=_QUOTA_TYPE, ok=204
+    ),
+    ("GET", f"{_TOPIC}/backlogQuotaMap"): Doc(
+        _POLICIES,
+        "The topic's backlog quotas by type",
+        response="BacklogQuotaMap",
+        query=(("applied", "boolean"),),
+    ),
+    ("POST", f"{_TOPIC}/backlogQuota"): Doc(
+        _POLICIES, "Set a topic backlog quota", body="BacklogQuota", query=_QUOTA_TYPE, ok=204
+    ),
+    ("DELETE", f"{_TOPIC}/backlogQuota"): Doc(
+        _POLICIES, "Remove a topic backlog quota", query=_QUOTA_TYPE, ok=204
+    ),
+    ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"): Doc(
+        _LOOKUP, "Where to connect for a topic: any gateway", response="LookupData"
+    ),
+    ("GET", "/lookup/v2/destination/{domain}/{tenant}/{cluster}/{namespace}/{topic}"): Doc(
+        _LOOKUP, "Lookup, v1 topic names", response="LookupData"
+    ),
+    ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle"): Doc(
+        _LOOKUP,
+        "The topic's namespace bundle (one bundle)",
+        response=_STR,
+        content_type="text/plain",
     ),
 }
 
