@@ -243,9 +243,7 @@ class Tenants:
         if namespaces and not force:
             raise NotEmpty("The tenant still has active namespaces")
         for namespace in namespaces:
-            # A namespace another admin deleted meanwhile is gone already: fine.
-            with contextlib.suppress(NamespaceNotFound):
-                await self.delete_namespace(namespace, force=True)
+            await self._remove_namespace(namespace, force=True)
         await asyncio.gather(
             self._storage.call("HDEL", self._schema.tenants, tenant),
             self._storage.call("DEL", self._schema.tenant_namespaces(tenant)),
@@ -313,6 +311,11 @@ class Tenants:
             NotEmpty: it has topics and ``force`` is False.
         """
         await self.require_namespace(namespace)
+        await self._remove_namespace(namespace, force)
+
+    async def _remove_namespace(self, namespace: str, force: bool) -> None:
+        # Also for legacy ``tenant/cluster/ns`` namespaces (recorded by topics with v1
+        # names), which no v2 path can name but a tenant's forced delete removes.
         topics, partitioned = await asyncio.gather(
             self._topics.topics(namespace), self._topics.partitioned_topics(namespace)
         )

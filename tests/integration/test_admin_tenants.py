@@ -151,16 +151,22 @@ def test_delete_tenant_with_namespaces(gateway, client_factory, redis_clean):
     admin("PUT", url(gateway, "tenants/acme"), INFO)
     admin("PUT", url(gateway, "namespaces/acme/a"))
     admin("PUT", url(gateway, "namespaces/acme/b"))
-    producer = client_factory(gateway.url).create_producer("persistent://acme/a/orders")
-    producer.send(b"x")
+    client = client_factory(gateway.url)
+    client.create_producer("persistent://acme/a/orders").send(b"x")
+    # A topic with a legacy (v1) name records the namespace "acme/standalone/old".
+    client.create_producer("persistent://acme/standalone/old/t").send(b"y")
     assert redis_clean.exists(stream_key("persistent://acme/a/orders"))
     status, body = admin("DELETE", url(gateway, "tenants/acme"))
     assert status == 409 and reason(body) == "The tenant still has active namespaces"
-    assert admin("GET", url(gateway, "namespaces/acme")) == (200, ["acme/a", "acme/b"])
+    assert admin("GET", url(gateway, "namespaces/acme")) == (
+        200,
+        ["acme/a", "acme/b", "acme/standalone/old"],
+    )
     assert admin("DELETE", url(gateway, "tenants/acme?force=true")) == (204, None)
     assert admin("GET", url(gateway, "tenants/acme"))[0] == 404
     assert admin("GET", url(gateway, "namespaces/acme"))[0] == 404
     assert not redis_clean.exists(stream_key("persistent://acme/a/orders"))
+    assert not redis_clean.exists(stream_key("persistent://acme/standalone/old/t"))
     assert not redis_clean.exists(KeySchema().tenant_namespaces("acme"))
 
 
