@@ -221,11 +221,13 @@ def _decompress(md: pb.MessageMetadata, payload: bytes) -> bytes:
 def encode_message_id(message_id: MessageId, batch_size: int = 0) -> str:
     """Base64 of the serialized ``MessageIdData`` of ``message_id``."""
     data = pb.MessageIdData(
-        ledgerId=message_id.ledger_id & _U64_MASK,
-        entryId=message_id.entry_id & _U64_MASK,
-        partition=message_id.partition,
-        batch_index=message_id.batch_index,
+        ledgerId=message_id.ledger_id & _U64_MASK, entryId=message_id.entry_id & _U64_MASK
     )
+    # Pulsar's clients leave the -1 defaults out, so the bytes are the same as theirs
+    if message_id.partition >= 0:
+        data.partition = message_id.partition
+    if message_id.batch_index >= 0:
+        data.batch_index = message_id.batch_index
     if batch_size > 0:
         data.batch_size = batch_size
     return base64.b64encode(data.SerializeToString()).decode()
