@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
 from adapters.http import compaction, policies, scheduled, topics
+from adapters.websocket import routes as websocket
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -58,4 +59,5 @@ def make_app(broker: Broker) -> web.Application:
     compaction.add_routes(app, BROKER_KEY)
     topics.add_routes(app, BROKER_KEY)
     scheduled.add_routes(app, BROKER_KEY)
+    websocket.add_routes(app, BROKER_KEY)
     return app
