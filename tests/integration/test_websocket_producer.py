@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 from typing import Any
 
 import pulsar
 import pytest
 
 from adapters.messages import decode_message_id
+from adapters.pulsar_binary.codec import parse_blob
+from adapters.websocket.params import COMPRESSION_TYPES
 from adapters.websocket.routing import java_string_hash, murmur3_32_hash
 from tests.adminhttp import call
-from tests.conftest import TIMEOUT
-from tests.wsclient import b64, connect, full, producer_url, refused
+from tests.conftest import TIMEOUT, stream_key
+from tests.wsclient import b64, connect, full, producer_url, refused, unb64
 
 RECEIVE_MS = int(TIMEOUT * 1000)
 
@@ -26,7 +29,9 @@ def subscribe(client: Any, topic: str, **kwargs: Any) -> Any:
     return client.subscribe(topic, "s", **kwargs)
 
 
-async def test_message_reaches_official_consumer_unchanged(gateway: Any, client_factory: Any, topic: str) -> None:
+async def test_message_reaches_official_consumer_unchanged(
+    gateway: Any, client_factory: Any, topic: str
+) -> None:
     client = client_factory(gateway.url)
     consumer = subscribe(client, topic)
     async with connect(producer_url(gateway, topic)) as ws:
@@ -45,15 +50,11 @@ async def test_message_reaches_official_consumer_unchanged(gateway: Any, client_
     assert msg.properties() == {"a": "1", "b": "two"}
     expected = dt.datetime(2024, 5, 1, 12, 0, 0, 500_000, tzinfo=dt.UTC)
     assert msg.event_timestamp() == int(expected.timestamp() * 1000)
-    # The ack's id is the official client's serialized id of the same message.
-    assert ack["messageId"] == b64(msg.message_id().serialize())
-    assert pulsar.MessageId.deserialize(decode_b64(ack["messageId"])) == msg.message_id()
-
-
-def decode_b64(text: str) -> bytes:
-    import base64
-
-    return base64.b64decode(text)
+    # The ack's id is the official client's id of the same message, both ways.
+    assert pulsar.MessageId.deserialize(unb64(ack["messageId"])) == msg.message_id()
+    assert decode_message_id(b64(msg.message_id().serialize())) == decode_message_id(
+        ack["messageId"]
+    )
 
 
 @pytest.mark.parametrize("codec", ["LZ4", "ZLIB", "ZSTD", "SNAPPY"])
@@ -67,13 +68,19 @@ async def test_compression_type_compresses_the_stored_entry(
         assert (await ws.produce(payload))["result"] == "ok"
     assert consumer.receive(timeout_millis=RECEIVE_MS).data() == payload
     # The stored entry is the compressed form a binary producer sends.
-    from tests.conftest import stream_key
-
-    (_, fields), = redis_clean.xrange(stream_key(topic))
+    ((_, fields),) = redis_clean.xrange(stream_key(topic))
     assert len(fields[b"m"]) < len(payload) // 2
+    assert parse_blob(fields[b"m"]).metadata.compression == COMPRESSION_TYPES[codec]
 
 
-async def test_sequence_ids_and_deduplication(gateway: Any, client_factory: Any, topic: str) -> None:
+def stored_metadata(redis: Any, topic: str) -> list[Any]:
+    """The MessageMetadata of every stored entry of ``topic``."""
+    return [parse_blob(fields[b"m"]).metadata for _, fields in redis.xrange(stream_key(topic))]
+
+
+async def test_sequence_ids_and_deduplication(
+    gateway: Any, client_factory: Any, redis_clean: Any, topic: str
+) -> None:
     status, _ = await call(
         "POST", f"{gateway.http_url}/admin/v2/namespaces/public/default/deduplication", True
     )
@@ -87,16 +94,23 @@ async def test_sequence_ids_and_deduplication(gateway: Any, client_factory: Any,
         duplicate = await ws.produce(b"c", sequenceId=15)
     assert first["result"] == second["result"] == duplicate["result"] == "ok"
     assert decode_message_id(duplicate["messageId"]).ledger_id == -1
-    got = [consumer.receive(timeout_millis=RECEIVE_MS) for _ in range(2)]
-    assert [(m.data(), m.sequence_id()) for m in got] == [(b"a", 10), (b"b", 20)]
+    got = [consumer.receive(timeout_millis=RECEIVE_MS).data() for _ in range(2)]
+    assert got == [b"a", b"b"]
     # A reconnection continues after the stored last sequence id (PRODUCER_SUCCESS).
     async with connect(producer_url(gateway, topic, producerName="ws-dedup")) as ws:
         assert (await ws.produce(b"d"))["result"] == "ok"
-    msg = consumer.receive(timeout_millis=RECEIVE_MS)
-    assert (msg.data(), msg.sequence_id()) == (b"d", 21)
+    assert consumer.receive(timeout_millis=RECEIVE_MS).data() == b"d"
+    stored = stored_metadata(redis_clean, topic)
+    assert [(m.producer_name, m.sequence_id) for m in stored] == [
+        ("ws-dedup", 10),
+        ("ws-dedup", 20),
+        ("ws-dedup", 21),
+    ]
 
 
-async def test_deliver_after_and_refused_delay(gateway: Any, client_factory: Any, topic: str) -> None:
+async def test_deliver_after_and_refused_delay(
+    gateway: Any, client_factory: Any, topic: str
+) -> None:
     client = client_factory(gateway.url)
     consumer = subscribe(client, topic, consumer_type=pulsar.ConsumerType.Shared)
     async with connect(producer_url(gateway, topic)) as ws:
@@ -125,7 +139,9 @@ async def test_deliver_after_and_refused_delay(gateway: Any, client_factory: Any
     assert ack["errorMsg"]
 
 
-async def test_keyed_routing_on_partitioned_topic(gateway: Any, client_factory: Any, topic: str) -> None:
+async def test_keyed_routing_on_partitioned_topic(
+    gateway: Any, client_factory: Any, topic: str
+) -> None:
     status, _ = await call(
         "PUT", f"{gateway.http_url}/admin/v2/persistent/public/default/{topic}/partitions", 5
     )
@@ -133,7 +149,10 @@ async def test_keyed_routing_on_partitioned_topic(gateway: Any, client_factory: 
     client = client_factory(gateway.url)
     consumer = subscribe(client, topic)
     keys = [f"key-{i}" for i in range(12)]
-    for scheme, hash_fn in (("JavaStringHash", java_string_hash), ("Murmur3_32Hash", murmur3_32_hash)):
+    for scheme, hash_fn in (
+        ("JavaStringHash", java_string_hash),
+        ("Murmur3_32Hash", murmur3_32_hash),
+    ):
         async with connect(producer_url(gateway, topic, hashingScheme=scheme)) as ws:
             for key in keys:
                 ack = await ws.produce(key.encode(), key=key)
@@ -155,15 +174,21 @@ def _java_hash(text: str) -> int:
 
 
 async def test_keyless_routing_modes(gateway: Any, topic: str) -> None:
-    await call("PUT", f"{gateway.http_url}/admin/v2/persistent/public/default/{topic}/partitions", 3)
+    await call(
+        "PUT", f"{gateway.http_url}/admin/v2/persistent/public/default/{topic}/partitions", 3
+    )
     async with connect(producer_url(gateway, topic)) as ws:  # SinglePartition
-        parts = {decode_message_id((await ws.produce(b"x"))["messageId"]).partition for _ in range(6)}
+        parts = {
+            decode_message_id((await ws.produce(b"x"))["messageId"]).partition for _ in range(6)
+        }
     assert len(parts) == 1
     url = producer_url(gateway, topic, messageRoutingMode="RoundRobinPartition")
     async with connect(url) as ws:
-        parts_seq = [decode_message_id((await ws.produce(b"x"))["messageId"]).partition for _ in range(6)]
+        parts_seq = [
+            decode_message_id((await ws.produce(b"x"))["messageId"]).partition for _ in range(6)
+        ]
     assert sorted(parts_seq) == [0, 0, 1, 1, 2, 2]
-    assert all((b - a) % 3 == 1 for a, b in zip(parts_seq, parts_seq[1:], strict=False))
+    assert all((b - a) % 3 == 1 for a, b in itertools.pairwise(parts_seq))
 
 
 async def test_non_persistent_topic(gateway: Any, client_factory: Any, topic: str) -> None:
@@ -179,15 +204,29 @@ async def test_non_persistent_topic(gateway: Any, client_factory: Any, topic: st
     ("query", "reason"),
     [
         ({"compressionType": "lz4"}, "Invalid query params: Invalid compressionType lz4"),
-        ({"messageRoutingMode": "Random"}, "Invalid query params: Invalid messageRoutingMode Random"),
+        (
+            {"messageRoutingMode": "Random"},
+            "Invalid query params: Invalid messageRoutingMode Random",
+        ),
         ({"hashingScheme": "Md5"}, "Invalid query params: Invalid hashingScheme Md5"),
-        ({"batchingEnabled": "yes"}, "Invalid query params: Invalid batchingEnabled yes: expected true or false"),
-        ({"sendTimeoutMillis": "soon"}, 'Invalid query params: sendTimeoutMillis: For input string: "soon"'),
+        (
+            {"batchingEnabled": "yes"},
+            "Invalid query params: Invalid batchingEnabled yes: expected true or false",
+        ),
+        (
+            {"sendTimeoutMillis": "soon"},
+            'Invalid query params: sendTimeoutMillis: For input string: "soon"',
+        ),
         ({"maxPendingMessages": "0"}, "Invalid query params: maxPendingMessages needs to be > 0"),
-        ({"initialSequenceId": "x"}, 'Invalid query params: initialSequenceId: For input string: "x"'),
+        (
+            {"initialSequenceId": "x"},
+            'Invalid query params: initialSequenceId: For input string: "x"',
+        ),
     ],
 )
-async def test_bad_query_parameters_get_400(gateway: Any, topic: str, query: Any, reason: str) -> None:
+async def test_bad_query_parameters_get_400(
+    gateway: Any, topic: str, query: Any, reason: str
+) -> None:
     status, body = await refused(producer_url(gateway, topic, **query))
     assert (status, body) == (400, {"reason": reason})
 
@@ -220,7 +259,11 @@ async def test_bad_frames_get_send_errors_and_the_session_goes_on(
         assert bad["context"] == "c1"
         assert bad["errorMsg"].startswith("Invalid Base64 message-payload")
         await ws.send({"context": "c2"})
-        assert await ws.receive() == {"result": "send-error:7", "errorMsg": "Missing payload", "context": "c2"}
+        assert await ws.receive() == {
+            "result": "send-error:7",
+            "errorMsg": "Missing payload",
+            "context": "c2",
+        }
         await ws.send({"payload": b64(b"x"), "eventTime": "yesterday"})
         assert (await ws.receive())["result"] == "send-error:7"
         await ws.ws.send_bytes(b"\x00binary")
