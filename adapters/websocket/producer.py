@@ -98,10 +98,6 @@ class TopicProducer:
         )
         return cls(broker, producers, params, router)
 
-    @property
-    def closed(self) -> bool:
-        return any(p.closed for p in self.producers)
-
     def publish(
         self, message: OutgoingMessage, sequence_id: int | None = None
     ) -> tuple[int, asyncio.Future[bytes | int | None]]:

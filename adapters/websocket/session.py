@@ -46,6 +46,7 @@ __all__ = [
     "SessionRegistry",
     "fail",
     "fail_for",
+    "serve_frames",
 ]
 
 log = logging.getLogger(__name__)

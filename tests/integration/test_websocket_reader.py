@@ -232,3 +232,18 @@ async def test_official_client_sees_what_a_v2_reader_sees(
         )
         assert unb64(msg["payload"]) == official.data()
         assert msg["eventTime"] == "2023-11-14T22:13:20Z"
+
+
+async def test_gateway_shutdown_closes_sessions_with_1001(gateway_factory: Any, topic: str) -> None:
+    gw = gateway_factory()
+    async with connect(consumer_url(gw, topic, "s")) as ws:
+        stopping = asyncio.get_running_loop().run_in_executor(None, gw.stop)
+        msg = await ws.ws.receive(timeout=TIMEOUT)
+        assert (msg.type, msg.data) == (aiohttp.WSMsgType.CLOSE, 1001)
+        await stopping
+
+
+async def test_unknown_websocket_path_gets_404(gateway: Any) -> None:
+    status, body = await refused(ws_url(gateway, "/ws/v2/nothing/persistent/public/default/t"))
+    assert status == 404
+    assert "reason" in body
