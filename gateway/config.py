@@ -128,6 +128,12 @@ def _check_non_negative_ms(value: object) -> int:
     return value
 
 
+def _check_positive_int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
 def _check_fsync(value: object) -> str:
     if value not in ("everysec", "always"):
         raise ValueError(f"must be everysec or always, got {value!r}")
@@ -194,6 +200,7 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "stats_interval_seconds": _check_positive_seconds,
     "delayed_delivery_enabled": _check_bool,
     "delayed_delivery_max_delay_ms": _check_non_negative_ms,
+    "websocket_max_sessions": _check_positive_int,
 }
 
 
@@ -235,6 +242,8 @@ class GatewayConfig:
             delayedDelivery policy (Pulsar ``delayedDeliveryEnabled``).
         delayed_delivery_max_delay_ms: Longest delay a producer may ask for on topics
             without a delayedDelivery policy (``delayedDeliveryMaxDelayInMillis``); 0 = none.
+        websocket_max_sessions: Most WebSocket sessions one gateway serves at once; a new
+            session past it is refused with HTTP 429.
 
     Raises:
         ValueError: A field fails validation.
@@ -261,6 +270,7 @@ class GatewayConfig:
     stats_interval_seconds: float = 5.0
     delayed_delivery_enabled: bool = True
     delayed_delivery_max_delay_ms: int = 0
+    websocket_max_sessions: int = 10_000
 
     def __post_init__(self) -> None:
         for name, check in _VALIDATORS.items():
@@ -417,6 +427,12 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_int,
         "MS",
         "longest delivery delay allowed on topics without a delayedDelivery policy (0 = none)",
+    ),
+    _Option(
+        "websocket_max_sessions",
+        _parse_int,
+        "N",
+        "most WebSocket sessions this gateway serves at once (more get HTTP 429)",
     ),
 )
 

@@ -25,6 +25,7 @@ from adapters.http import (
     tenants,
     topics,
 )
+from adapters.websocket import routes as websocket
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -98,4 +99,5 @@ def make_app(broker: Broker) -> web.Application:
     backlog_quota.add_routes(app, BROKER_KEY)
     lookup.add_routes(app, BROKER_KEY)
     openapi.add_routes(app)
+    websocket.add_routes(app, BROKER_KEY)
     return app
