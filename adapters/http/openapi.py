@@ -347,6 +347,62 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
 }
 
 
+def _websocket(summary: str, *query: str) -> Doc:
+    """A WebSocket endpoint: a GET that upgrades (101); refusals come before the upgrade
+    as the usual JSON errors."""
+    return Doc(
+        "websocket",
+        summary + " (WebSocket upgrade; JSON frames as Pulsar's WebSocket API)",
+        query=tuple((name, "string") for name in query),
+        ok=101,
+    )
+
+
+_WS_TOPIC = "{domain}/{tenant}/{namespace}/{topic}"
+_WS_CONSUMER_QUERY = (
+    "subscriptionType",
+    "subscriptionMode",
+    "subscriptionInitialPosition",
+    "receiverQueueSize",
+    "consumerName",
+    "priorityLevel",
+    "ackTimeoutMillis",
+    "negativeAckRedeliveryDelay",
+    "maxRedeliverCount",
+    "deadLetterTopic",
+    "pullMode",
+    "cryptoFailureAction",
+)
+OPERATIONS.update(
+    {
+        ("GET", f"/ws/v2/producer/{_WS_TOPIC}"): _websocket(
+            "Producer",
+            "producerName",
+            "initialSequenceId",
+            "compressionType",
+            "messageRoutingMode",
+            "hashingScheme",
+            "batchingEnabled",
+            "batchingMaxMessages",
+            "batchingMaxPublishDelay",
+            "maxPendingMessages",
+            "sendTimeoutMillis",
+        ),
+        ("GET", f"/ws/v2/consumer/{_WS_TOPIC}/{{subscription}}"): _websocket(
+            "Consumer", *_WS_CONSUMER_QUERY
+        ),
+        ("GET", f"/ws/v2/reader/{_WS_TOPIC}"): _websocket(
+            "Reader", "messageId", "receiverQueueSize", "readerName"
+        ),
+        ("GET", "/ws/v3/consumer/{subscription}"): _websocket(
+            "Multi-topic consumer", "topics", "topicsPattern", *_WS_CONSUMER_QUERY
+        ),
+        ("GET", "/ws/pingpong"): _websocket("Ping-pong"),
+        ("GET", "/ws/v2/pingpong"): _websocket("Ping-pong"),
+    }
+)
+
+
 def _policy_operations() -> dict[tuple[str, str], Doc]:
     out = {}
     for spec in POLICIES:
@@ -408,7 +464,9 @@ def _parameters(path: str, doc: Doc) -> list[dict[str, Any]]:
 
 def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
     responses: dict[str, Any] = {}
-    if doc.ok == 204:
+    if doc.ok == 101:
+        responses["101"] = {"description": "Switching protocols to WebSocket"}
+    elif doc.ok == 204:
         responses["204"] = {"description": "Done"}
     else:
         content = {doc.content_type: {"schema": _schema(doc.response or {"type": "object"})}}

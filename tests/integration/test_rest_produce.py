@@ -3,6 +3,7 @@ by the official client unchanged."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -10,8 +11,10 @@ from typing import Any
 import pulsar
 import pytest
 
+from adapters.messages import decode_message_id
 from tests.adminhttp import admin
 from tests.conftest import GatewayThread, wait_for
+from tests.wsclient import connect, reader_url, unb64
 
 
 def url(gw: GatewayThread, topic: str, domain: str = "persistent") -> str:
@@ -189,3 +192,39 @@ def test_non_persistent_topic(
     )
     assert status == 200 and body["messagePublishResults"][0]["errorCode"] == 0
     assert consumer.receive(5000).data() == b"live"
+
+
+def test_rest_produce_to_websocket_reader(gateway: GatewayThread, topic: str) -> None:
+    """Cross-surface: what REST produce stores, a WebSocket reader reads unchanged, with the
+    message ids REST produce answered."""
+    status, body = post(
+        gateway,
+        topic,
+        {
+            "producerName": "rest-ws",
+            "messages": [
+                {
+                    "payload": "one",
+                    "key": "k",
+                    "properties": {"p": "1"},
+                    "eventTime": "1700000000000",
+                },
+                {"payload": "two"},
+            ],
+        },
+    )
+    assert status == 200
+    published = [r["messageId"] for r in body["messagePublishResults"]]
+
+    async def read() -> list[Any]:
+        async with connect(reader_url(gateway, topic, messageId="earliest")) as ws:
+            return await ws.receive_many(2)
+
+    first, second = asyncio.run(read())
+    assert unb64(first["payload"]) == b"one" and unb64(second["payload"]) == b"two"
+    assert first["key"] == "k" and first["properties"] == {"p": "1"}
+    assert first["eventTime"].startswith("2023-11-14T22:13:20")
+    assert "key" not in second and "eventTime" not in second
+    for message, text in zip((first, second), published, strict=True):
+        mid = decode_message_id(message["messageId"])
+        assert f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}" == text
