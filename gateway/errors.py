@@ -23,8 +23,12 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
     ├── TopicNotFound                                           -> TopicNotFound
     ├── MessageTooLarge                                         -> NotAllowedError
-    └── StorageError                  Redis failed (retriable)  -> PersistenceError
-        └── ServiceNotReady           shutting down (retriable) -> ServiceNotReady
+    ├── StorageError                  Redis failed (retriable)  -> PersistenceError
+    │   └── ServiceNotReady           shutting down (retriable) -> ServiceNotReady
+    ├── AuthenticationError           no/bad token              -> AuthenticationError
+    │                                                              (HTTP 401)
+    └── AuthorizationError            role lacks permission     -> AuthorizationError
+                                                                   (HTTP 403)
 
 ``retriable`` is a class attribute clients of the core may read, in the manner of aiokafka's
 errors: a retriable error may succeed if the same request is sent again later.
@@ -33,6 +37,8 @@ errors: a retriable error may succeed if the same request is sent again later.
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
     "ConsumerAssignError",
     "ConsumerBusy",
     "ConsumerNotFound",
@@ -134,3 +140,12 @@ class StorageError(GatewayError):
 
 class ServiceNotReady(StorageError):
     """The gateway is starting or shutting down."""
+
+
+class AuthenticationError(GatewayError):
+    """The credentials are missing, malformed, expired or not signed by the configured key
+    (Pulsar's ``javax.naming.AuthenticationException``)."""
+
+
+class AuthorizationError(GatewayError):
+    """The authenticated role may not do this (Pulsar answers ``AuthorizationError``)."""

@@ -27,6 +27,8 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (errors.MessageTooLarge, pb.NotAllowedError),
     (errors.ServiceNotReady, pb.ServiceNotReady),
     (errors.StorageError, pb.PersistenceError),
+    (errors.AuthenticationError, pb.AuthenticationError),
+    (errors.AuthorizationError, pb.AuthorizationError),
 )
 
 
