@@ -28,7 +28,8 @@ anything else (``/admin/v2/tenants``, ``clusters``,        superuser
 =========================================================  =================================
 
 The middleware is installed only when authentication is on: with it off, requests take the
-same path as before. The role goes on the request as ``request["role"]``.
+same path as before. The role goes on the request as ``request[ROLE]`` (a
+``web.RequestKey`` named ``"role"``).
 
 Statuses and reasons are Pulsar's: 401 ``Authentication required`` (``AuthenticationFilter``)
 or, for WebSocket, 401 ``Failed to authenticate`` and 403 ``Not authorized``
@@ -60,7 +61,7 @@ from gateway.topic_name import parse_topic_name
 __all__ = ["ROLE", "Access", "Requirement", "add_routes", "requirement"]
 
 #: Where the authenticated role is kept on the request (``request[ROLE]``).
-ROLE = "role"
+ROLE = web.RequestKey("role", str)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
