@@ -21,6 +21,7 @@ from adapters.pulsar_binary import codec
 from adapters.pulsar_binary import commands as c
 from adapters.pulsar_binary.connection import ServerConnection
 from adapters.pulsar_binary.errors import server_error
+from gateway.authorization import AuthAction
 from gateway.broker import Broker, start_position
 from gateway.consumer import Consumer, Delivery, InitialPosition, SubscriptionType
 from gateway.deduplication import to_record
@@ -197,7 +198,9 @@ class Session:
                 # NamespaceOperation.GET_TOPICS: tenant admin, or consume on the namespace.
                 tenant = cmd.namespace.partition("/")[0]
                 try:
-                    allowed = await authz.allows(tenant, cmd.namespace, self.role, "consume")
+                    allowed = await authz.allows(
+                        tenant, cmd.namespace, self.role, AuthAction.CONSUME
+                    )
                 except GatewayError as exc:
                     self._error(cmd.request_id, exc)
                     return
