@@ -14,11 +14,12 @@ import contextlib
 import itertools
 import logging
 import secrets
+from collections.abc import Iterator
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway import deduplication, delayed_delivery
+from gateway import backlog_quota, deduplication, delayed_delivery
 from gateway.authentication import AuthenticationService
 from gateway.authorization import AuthorizationService
 from gateway.compaction import CompactionService
@@ -32,6 +33,7 @@ from gateway.consumer import (
 from gateway.delayed_delivery import DelayedDeliveryPolicy
 from gateway.dispatcher import POLL_INTERVAL
 from gateway.errors import GatewayError, NotAllowed
+from gateway.fleet import Fleet
 from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
@@ -41,12 +43,15 @@ from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer, ProducerAccessMode
 from gateway.producer_registry import ProducerRegistry
+from gateway.rates import RateReporter
 from gateway.scheduled_messages import ScheduledMessages
 from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
+from gateway.tenants import Tenants
 from gateway.topic import Topic
 from gateway.topic_maintenance import TopicMaintenance
+from gateway.topic_metrics import TopicMetrics
 from gateway.topic_name import TopicName, parse_topic_name
 
 __all__ = ["Broker", "start_position"]
@@ -94,6 +99,16 @@ class Broker:
         self.metrics = GatewayMetrics(config.cluster_name)
         self.policies = Policies(self.storage, self.notifier, self.schema)
         self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
+        #: tenants and namespaces (admin API); every topic registration records its namespace
+        self.tenants = Tenants(
+            self.storage,
+            self.schema,
+            config.cluster_name,
+            self.partitioned_topics,
+            config.advertised_host,
+        )
+        self.tenants.advertise(config.port, config.http_port)
+        self.partitioned_topics.on_create = self.tenants.register_namespace
         self.producers = ProducerRegistry(
             self.storage, self.notifier, int(config.consumer_lease_seconds * 1000)
         )
@@ -103,6 +118,12 @@ class Broker:
             active=config.delayed_delivery_enabled,
             max_delay_ms=config.delayed_delivery_max_delay_ms,
         )
+        #: this gateway's message rates, reported to the fleet (gateway/rates.py)
+        self.rates = RateReporter(self, config.stats_interval_seconds)
+        #: the live gateways; which one exports a topic's metrics
+        self.fleet = Fleet(self)
+        self.topic_metrics = TopicMetrics(self)
+        self.metrics.registry.register(self.topic_metrics)
         self._producer_uids = itertools.count()
         self._refresh: asyncio.Task[None] | None = None
         self._topics: dict[str, Topic] = {}
@@ -126,12 +147,15 @@ class Broker:
     async def start(self) -> None:
         await self.storage.load_scripts()
         await self.notifier.start()
+        await self.tenants.start()
         self.policies.start()
         self.policies.on_change(self._policies_changed)
         self._lease_task = asyncio.get_running_loop().create_task(
             self._renew_leases(), name="lease renewal"
         )
         self.maintenance.start()
+        self.rates.start()
+        await self.fleet.heartbeat()
         log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
 
     async def close(self) -> None:
@@ -143,6 +167,10 @@ class Broker:
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
         await self.maintenance.stop()
+        await self.rates.stop()
+        await self.rates.withdraw()
+        with contextlib.suppress(GatewayError):
+            await self.fleet.leave()
         await self.compaction.close()
         await self.non_persistent.close()
         if self._lease_task is not None:
@@ -166,7 +194,9 @@ class Broker:
         key = str(topic_name)
         topic = self._topics.get(key)
         if topic is None:
-            topic = self._topics[key] = Topic(topic_name, self.schema, self.storage)
+            topic = self._topics[key] = Topic(
+                topic_name, self.schema, self.storage, self.tenants.register_namespace
+            )
         return topic
 
     async def partitioned_metadata(self, name: TopicName | str) -> int:
@@ -195,6 +225,7 @@ class Broker:
             ProducerBusy: the name is in use, or a Shared producer meets an exclusive one.
             ProducerFenced: exclusive access refused or the topic epoch moved on.
             IncompatibleSchema: the schema cannot be registered on the topic.
+            ProducerBlockedQuotaExceeded: the backlog is over a ``producer_exception`` quota.
             StorageError: Redis failed.
         """
         topic = self.topic(name)
@@ -204,7 +235,10 @@ class Broker:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
             user_provided_name = False
         if not topic.name.persistent:
-            return self.non_persistent.producer(topic, producer_name)
+            np_producer = self.non_persistent.producer(topic, producer_name)
+            np_producer.topic_meter = self.rates.topic(topic.full_name).rate_in
+            return np_producer
+        await backlog_quota.check_producer(self.policies, self.storage, topic.name, topic.keys)
         producer = Producer(
             topic,
             producer_name,
@@ -216,11 +250,40 @@ class Broker:
             user_provided_name=user_provided_name,
         )
         producer.topic_epoch = topic_epoch
+        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
         producer.schema_version = version
         producer.deduplication, producer.delayed_delivery = await self._producer_policies(
             topic.name
         )
         await self.producers.add(producer)
+        return producer
+
+    async def publisher(self, name: TopicName | str, producer_name: str) -> Producer:
+        """A producer for one-off appends that is not registered with the fleet, as
+        Pulsar's REST produce publishes straight to the topic (``TopicsBase``
+        ``publishSingleMessageToPartition``): no producer-name exclusivity, no lease, the
+        topic's current deduplication and delayed-delivery policies.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+        """
+        topic = self.topic(name)
+        await topic.register()
+        producer: Producer
+        if not topic.name.persistent:
+            producer = self.non_persistent.producer(topic, producer_name)
+        else:
+            producer = Producer(
+                topic,
+                producer_name,
+                self.storage,
+                self.metrics,
+                uid=f"{self.gateway_id}-p{next(self._producer_uids)}",
+            )
+            producer.deduplication, producer.delayed_delivery = await self._producer_policies(
+                topic.name
+            )
+        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
         return producer
 
     async def close_producer(self, producer: Producer) -> None:
@@ -319,6 +382,12 @@ class Broker:
                 self.drop_subscription(sub)
             raise
 
+    def local_consumers(self) -> Iterator[Consumer]:
+        """Every consumer attached through this gateway (persistent and non-persistent)."""
+        for sub in self._subscriptions.values():
+            yield from sub.consumers
+        yield from self.non_persistent.consumers()
+
     def drop_subscription(self, sub: Subscription) -> None:
         """Forget a subscription with no local consumers left."""
         key = (sub.topic.full_name, sub.name)
@@ -352,6 +421,10 @@ class Broker:
                 await self.renew_leases()
             except (GatewayError, RedisError) as exc:
                 log.warning("lease renewal failed: %s", exc)
+            try:
+                await self.fleet.heartbeat()
+            except GatewayError as exc:
+                log.warning("fleet heartbeat failed: %s", exc)
             try:
                 await self.producers.renew()
                 await self.refresh_producer_policies()

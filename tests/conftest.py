@@ -67,6 +67,21 @@ def stream_key(topic: str) -> str:
     return KeySchema().topic(parse_topic_name(topic)).stream
 
 
+def data_keys(client: redis.Redis) -> list[str]:
+    """Every key in Redis but the fleet's bookkeeping, sorted: the gateway registry and the
+    rate reports (written by any live gateway) and the tenant registry (which holds the
+    standalone defaults from the start). For tests that check what a topic leaves behind."""
+    schema = KeySchema()
+    registry = schema.tenant_namespaces("")
+    return sorted(
+        key
+        for key in (k.decode() for k in client.keys("*"))
+        if key not in (schema.gateways, schema.tenants)
+        and not key.startswith(registry)
+        and not key.endswith(":gateway-stats")
+    )
+
+
 @pytest.fixture
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic name unique to the test (Redis is flushed per test as well)."""

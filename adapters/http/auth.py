@@ -21,6 +21,8 @@ path                                                       needs
 (or ``?topicsPattern=``)                                   (or the pattern's) namespace
 ``/topics/{domain}/{tenant}/{ns}/{topic}[/partitions/i]``  produce (REST produce)
 ``/lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}``        produce or consume
+(and v1 ``/lookup/v2/destination/...``)
+``/admin/v2/openapi.json``                                 a valid token
 ``/admin/v2/{namespaces|persistent|non-persistent|         tenant admin of ``{tenant}``
 schemas}/{tenant}/...``
 anything else (``/admin/v2/tenants``, ``clusters``,        superuser
@@ -69,6 +71,8 @@ _DOMAINS = ("persistent", "non-persistent")
 #: Admin resources whose path continues with ``{tenant}``: tenant admins manage them.
 _TENANT_RESOURCES = ("namespaces", "persistent", "non-persistent", "schemas")
 _OPEN_PATHS = ("/metrics", "/admin/v2/brokers/health")
+#: Paths any authenticated role may read (the API description).
+_AUTHENTICATED_PATHS = ("/admin/v2/openapi.json",)
 
 
 class Access(enum.Enum):
@@ -170,6 +174,8 @@ def requirement(
     path = raw_path.rstrip("/") or "/"
     if path in _OPEN_PATHS:
         return Requirement(Access.AUTHENTICATED if authenticate_metrics else Access.OPEN)
+    if path in _AUTHENTICATED_PATHS:
+        return Requirement(Access.AUTHENTICATED)
     segments = [unquote(part) for part in path.split("/")[1:]]
     head = segments[0]
     if head == "ws":
@@ -180,6 +186,10 @@ def requirement(
         access = Access.PRODUCE
     elif head == "lookup" and segments[1:3] == ["v2", "topic"] and len(segments) >= 7:
         pair = _namespace_of(segments[3], segments[4], segments[5])
+        access = Access.LOOKUP
+    elif head == "lookup" and segments[1:3] == ["v2", "destination"] and len(segments) >= 8:
+        # v1 names: {domain}/{tenant}/{cluster}/{namespace}/{topic}
+        pair = _namespace_of(segments[3], segments[4], f"{segments[5]}/{segments[6]}")
         access = Access.LOOKUP
     elif segments[:2] == ["admin", "v2"] and len(segments) >= 4 and segments[3]:
         pair = (segments[3], "") if segments[2] in _TENANT_RESOURCES else None

@@ -10,9 +10,10 @@ GET answers ``{"role": ["consume", "produce"], ...}`` (``auth_policies.namespace
 POST takes the role's actions as a JSON list (``["produce", "consume"]``, a
 ``Set<AuthAction>``) and replaces what the role had; DELETE removes the role. Both answer
 204 No Content. A body that is not a list of known actions is 400; an invalid namespace
-name 412. Who may call them is the HTTP middleware's business (:mod:`adapters.http.auth`):
-tenant admins and superusers, as ``NamespaceOperation.GRANT_PERMISSION`` /
-``GET_PERMISSION`` / ``REVOKE_PERMISSION`` require.
+name 412; a namespace that does not exist 404 (``getNamespacePoliciesAsync``). Who may call
+them is the HTTP middleware's business (:mod:`adapters.http.auth`): tenant admins and
+superusers, as ``NamespaceOperation.GRANT_PERMISSION`` / ``GET_PERMISSION`` /
+``REVOKE_PERMISSION`` require.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-from adapters.http.topics import _fail, _handler, _namespace
+from adapters.http.tenants import handler
+from adapters.http.topics import _fail, _namespace
 from gateway.authorization import parse_actions
 from gateway.broker import Broker
 
@@ -31,12 +33,18 @@ __all__ = ["add_routes"]
 _PATH = "/admin/v2/namespaces/{tenant}/{namespace}/permissions"
 
 
+async def _existing_namespace(broker: Broker, request: web.Request) -> str:
+    namespace = _namespace(request)
+    await broker.tenants.require_namespace(namespace)
+    return namespace
+
+
 async def get_permissions(broker: Broker, request: web.Request) -> dict[str, list[str]]:
-    return await broker.authorization.get_permissions(_namespace(request))
+    return await broker.authorization.get_permissions(await _existing_namespace(broker, request))
 
 
 async def grant_permission(broker: Broker, request: web.Request) -> None:
-    namespace = _namespace(request)
+    namespace = await _existing_namespace(broker, request)
     raw = await request.text()
     try:
         body: Any = json.loads(raw)
@@ -47,11 +55,11 @@ async def grant_permission(broker: Broker, request: web.Request) -> None:
 
 
 async def revoke_permission(broker: Broker, request: web.Request) -> None:
-    namespace = _namespace(request)
+    namespace = await _existing_namespace(broker, request)
     await broker.authorization.revoke_permission(namespace, request.match_info["role"])
 
 
 def add_routes(app: web.Application, broker_key: web.AppKey[Broker]) -> None:
-    app.router.add_get(_PATH, _handler(broker_key, get_permissions))
-    app.router.add_post(_PATH + "/{role}", _handler(broker_key, grant_permission))
-    app.router.add_delete(_PATH + "/{role}", _handler(broker_key, revoke_permission))
+    app.router.add_get(_PATH, handler(broker_key, get_permissions))
+    app.router.add_post(_PATH + "/{role}", handler(broker_key, grant_permission))
+    app.router.add_delete(_PATH + "/{role}", handler(broker_key, revoke_permission))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -31,19 +30,21 @@ def token(role: str, key: bytes = SECRET, **claims: Any) -> str:
 
 
 @pytest.fixture
-def secured(
-    gateway_factory: Callable[..., GatewayThread], redis_clean: redis.Redis
-) -> GatewayThread:
+def secured(gateway_factory: Callable[..., GatewayThread]) -> GatewayThread:
     """A gateway with authentication and authorization on, one superuser, and a tenant
-    ``acme`` whose TenantInfo names an admin (written as gateway.tenants stores it)."""
-    info = {"adminRoles": [TENANT_ADMIN], "allowedClusters": ["standalone"]}
-    redis_clean.hset(KeySchema().tenants, "acme", json.dumps(info))
-    return gateway_factory(
+    ``acme`` (namespaces ns1, ns2) whose TenantInfo names an admin."""
+    gw = gateway_factory(
         authentication_enabled=True,
         authorization_enabled=True,
         superuser_roles=(SUPERUSER,),
         token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
     )
+    info = {"adminRoles": [TENANT_ADMIN], "allowedClusters": ["standalone"]}
+    su = token(SUPERUSER)
+    assert admin_as(su, "PUT", gw.http_url + "/admin/v2/tenants/acme", info)[0] == 204
+    for ns in ("ns1", "ns2"):
+        assert admin_as(su, "PUT", gw.http_url + f"/admin/v2/namespaces/acme/{ns}")[0] == 204
+    return gw
 
 
 def as_role(client_factory: Callable[..., Any], gw: GatewayThread, role: str, **kw: Any) -> Any:
@@ -214,6 +215,10 @@ def test_grant_body_is_validated(secured: GatewayThread) -> None:
     bad_ns = secured.http_url + PERMISSIONS.format(ns="public/bad%2Aname")
     status, reply = admin_as(token(SUPERUSER), "GET", bad_ns)
     assert (status, reply) == (412, {"reason": "Namespace name is not valid"})
+    missing = secured.http_url + PERMISSIONS.format(ns="acme/missing")
+    for method, url, body in (("GET", missing, None), ("POST", missing + "/app", ["produce"])):
+        status, reply = admin_as(token(SUPERUSER), method, url, body)
+        assert status == 404 and "does not exist" in reply["reason"]
 
 
 def test_permissions_api_without_authentication(

@@ -88,6 +88,12 @@ PUBLIC = ("public", "public/default")
             {},
             Requirement(Access.TENANT_ADMIN, (("acme", ""),)),
         ),
+        (
+            "/lookup/v2/destination/persistent/acme/c1/ns1/t",
+            {},
+            Requirement(Access.LOOKUP, (("acme", "acme/c1/ns1"),)),
+        ),
+        ("/admin/v2/openapi.json", {}, Requirement(Access.AUTHENTICATED)),
         ("/admin/v2/namespaces", {}, Requirement(Access.SUPERUSER)),
         ("/admin/v2/tenants", {}, Requirement(Access.SUPERUSER)),
         ("/admin/v2/tenants/acme", {}, Requirement(Access.SUPERUSER)),
