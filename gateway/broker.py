@@ -20,6 +20,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway import backlog_quota, deduplication, delayed_delivery
+from gateway.authentication import AuthenticationService
+from gateway.authorization import AuthorizationService
 from gateway.compaction import CompactionService
 from gateway.config import GatewayConfig
 from gateway.consumer import (
@@ -86,6 +88,9 @@ class Broker:
 
     def __init__(self, config: GatewayConfig, redis: Redis, gateway_id: str | None = None) -> None:
         self.config = config
+        #: token authentication (off unless configured); a bad key setting raises
+        #: ValueError here, before anything starts
+        self.authentication = AuthenticationService.from_config(config)
         self.gateway_id = gateway_id or config.gateway_id or secrets.token_hex(4)
         self.redis = redis
         self.storage = Storage(redis)
@@ -134,6 +139,8 @@ class Broker:
         self.non_persistent = NonPersistentTopics(self)
         #: admin operations on subscriptions' scheduled messages
         self.scheduled = ScheduledMessages(self)
+        #: role permissions (off unless configured)
+        self.authorization = AuthorizationService(self.storage, self.schema, self.policies, config)
 
     # -- lifecycle ---------------------------------------------------------------------
 

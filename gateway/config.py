@@ -175,6 +175,29 @@ def _check_redis_url(value: object) -> str | None:
     return value
 
 
+def _check_optional_non_empty(value: object) -> str | None:
+    if value is None:
+        return None
+    return _check_non_empty(value)
+
+
+def _check_roles(value: object) -> tuple[str, ...]:
+    """Pulsar's ``superUserRoles``: a comma-separated list (or, in code, any iterable)."""
+    if isinstance(value, str):
+        items: list[object] = list(value.split(","))
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+    else:
+        raise ValueError(f"must be a comma-separated list of roles, got {value!r}")
+    roles: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"a role must be a string, got {item!r}")
+        if item.strip() and item.strip() not in roles:
+            roles.append(item.strip())
+    return tuple(roles)
+
+
 _Validator = Callable[[object], Any]
 
 #: Field name -> validator. `GatewayConfig.__post_init__` runs every entry.
@@ -201,6 +224,13 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "delayed_delivery_enabled": _check_bool,
     "delayed_delivery_max_delay_ms": _check_non_negative_ms,
     "websocket_max_sessions": _check_positive_int,
+    "authentication_enabled": _check_bool,
+    "authorization_enabled": _check_bool,
+    "superuser_roles": _check_roles,
+    "token_secret_key": _check_optional_non_empty,
+    "token_public_key": _check_optional_non_empty,
+    "token_auth_claim": _check_token,
+    "authenticate_metrics_endpoint": _check_bool,
 }
 
 
@@ -244,6 +274,18 @@ class GatewayConfig:
             without a delayedDelivery policy (``delayedDeliveryMaxDelayInMillis``); 0 = none.
         websocket_max_sessions: Most WebSocket sessions one gateway serves at once; a new
             session past it is refused with HTTP 429.
+        authentication_enabled: Require a token (JWT) on binary connections and HTTP
+            requests (Pulsar ``authenticationEnabled`` with ``AuthenticationProviderToken``).
+        authorization_enabled: Check the authenticated role's permissions (Pulsar
+            ``authorizationEnabled``); only meaningful with authentication.
+        superuser_roles: Roles allowed everything (``superUserRoles``).
+        token_secret_key: HMAC key validating HS256/384/512 tokens (``tokenSecretKey``):
+            ``file:///path``, ``data:;base64,...``, a path or the base64 key itself.
+        token_public_key: RSA or EC public key validating RS*/PS*/ES* tokens
+            (``tokenPublicKey``), DER or PEM, given the same ways.
+        token_auth_claim: The claim holding the role (``tokenAuthClaim``; default ``sub``).
+        authenticate_metrics_endpoint: Require a token on ``/metrics`` and the health check
+            too (``authenticateMetricsEndpoint``).
 
     Raises:
         ValueError: A field fails validation.
@@ -271,6 +313,13 @@ class GatewayConfig:
     delayed_delivery_enabled: bool = True
     delayed_delivery_max_delay_ms: int = 0
     websocket_max_sessions: int = 10_000
+    authentication_enabled: bool = False
+    authorization_enabled: bool = False
+    superuser_roles: tuple[str, ...] = ()
+    token_secret_key: str | None = None
+    token_public_key: str | None = None
+    token_auth_claim: str = "sub"
+    authenticate_metrics_endpoint: bool = False
 
     def __post_init__(self) -> None:
         for name, check in _VALIDATORS.items():
@@ -335,6 +384,10 @@ def _parse_float(text: str) -> float:
 
 def _parse_str(text: str) -> str:
     return text
+
+
+def _parse_roles(text: str) -> tuple[str, ...]:
+    return tuple(text.split(","))
 
 
 def _parse_bool(text: str) -> bool:
@@ -433,6 +486,39 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_int,
         "N",
         "most WebSocket sessions this gateway serves at once (more get HTTP 429)",
+    ),
+    _Option(
+        "authentication_enabled",
+        _parse_bool,
+        "BOOL",
+        "require a token (JWT) on binary connections and HTTP requests",
+    ),
+    _Option(
+        "authorization_enabled",
+        _parse_bool,
+        "BOOL",
+        "check the token's role against superuser roles, tenant admins and namespace "
+        "permissions (needs --authentication-enabled)",
+    ),
+    _Option("superuser_roles", _parse_roles, "ROLES", "comma-separated roles allowed everything"),
+    _Option(
+        "token_secret_key",
+        _parse_str,
+        "KEY",
+        "HMAC key for HS256 tokens: file:///path, data:;base64,<key>, a path or base64",
+    ),
+    _Option(
+        "token_public_key",
+        _parse_str,
+        "KEY",
+        "RSA/EC public key (DER or PEM) for RS256/ES256 tokens, given as for the secret key",
+    ),
+    _Option("token_auth_claim", _parse_str, "CLAIM", "the token claim holding the role"),
+    _Option(
+        "authenticate_metrics_endpoint",
+        _parse_bool,
+        "BOOL",
+        "require a token on /metrics and the health check as well",
     ),
 )
 

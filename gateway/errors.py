@@ -34,8 +34,12 @@ their own protocol's errors through one table each (the binary adapter into Puls
     │   ├── NotEmpty                  still has namespaces or   (admin HTTP 409)
     │   │                             topics
     │   └── ConcurrentModification    lost a compare-and-set    (admin HTTP 409)
-    └── StorageError                  Redis failed (retriable)  -> PersistenceError
-        └── ServiceNotReady           shutting down (retriable) -> ServiceNotReady
+    ├── StorageError                  Redis failed (retriable)  -> PersistenceError
+    │   └── ServiceNotReady           shutting down (retriable) -> ServiceNotReady
+    ├── AuthenticationError           no/bad token              -> AuthenticationError
+    │                                                              (HTTP 401)
+    └── AuthorizationError            role lacks permission     -> AuthorizationError
+                                                                   (HTTP 403)
 
 ``retriable`` is a class attribute clients of the core may read, in the manner of aiokafka's
 errors: a retriable error may succeed if the same request is sent again later.
@@ -45,6 +49,8 @@ from __future__ import annotations
 
 __all__ = [
     "AlreadyExists",
+    "AuthenticationError",
+    "AuthorizationError",
     "ConcurrentModification",
     "ConsumerAssignError",
     "ConsumerBusy",
@@ -187,3 +193,12 @@ class ConcurrentModification(NotAllowed):
 class ProducerBlockedQuotaExceeded(GatewayError):
     """The topic's backlog is over its quota and the quota's policy is
     ``producer_exception`` (Pulsar's ``TopicBacklogQuotaExceededException``)."""
+
+
+class AuthenticationError(GatewayError):
+    """The credentials are missing, malformed, expired or not signed by the configured key
+    (Pulsar's ``javax.naming.AuthenticationException``)."""
+
+
+class AuthorizationError(GatewayError):
+    """The authenticated role may not do this (Pulsar answers ``AuthorizationError``)."""

@@ -47,3 +47,23 @@ def admin_text(
 ) -> tuple[int, str]:
     """:func:`call_text` from synchronous code (for bodies that are not JSON)."""
     return asyncio.run(call_text(method, url, body, raw))
+
+
+async def call_as(token: str | None, method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    """As :func:`call`, with ``Authorization: Bearer <token>`` (no header when None)."""
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body)
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.request(method, url, data=data, headers=headers) as resp,
+    ):
+        text = await resp.text()
+        return resp.status, json.loads(text) if text else None
+
+
+def admin_as(token: str | None, method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    """:func:`call_as` from synchronous code."""
+    return asyncio.run(call_as(token, method, url, body))

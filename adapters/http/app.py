@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
 from adapters.http import (
+    auth,
     backlog_quota,
     compaction,
     lookup,
@@ -100,4 +101,5 @@ def make_app(broker: Broker) -> web.Application:
     lookup.add_routes(app, BROKER_KEY)
     openapi.add_routes(app)
     websocket.add_routes(app, BROKER_KEY)
+    auth.add_routes(app, BROKER_KEY)
     return app

@@ -311,6 +311,20 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", _NS): Doc(_NAMESPACES, "The namespace's policies", response="Policies"),
     ("PUT", _NS): Doc(_NAMESPACES, "Create a namespace", body="Policies", ok=204),
     ("DELETE", _NS): Doc(_NAMESPACES, "Delete a namespace", query=(("force", "boolean"),), ok=204),
+    ("GET", f"{_NS}/permissions"): Doc(
+        _NAMESPACES,
+        "Roles and the actions granted to them on the namespace",
+        response={"type": "object", "additionalProperties": {"type": "array", "items": _STR}},
+    ),
+    ("POST", f"{_NS}/permissions/{{role}}"): Doc(
+        _NAMESPACES,
+        "Grant a role actions (produce, consume) on the namespace",
+        body={"type": "array", "items": _STR},
+        ok=204,
+    ),
+    ("DELETE", f"{_NS}/permissions/{{role}}"): Doc(
+        _NAMESPACES, "Revoke every action of a role on the namespace", ok=204
+    ),
     ("GET", f"{_NS}/backlogQuotaMap"): Doc(
         _POLICIES, "The namespace's backlog quotas by type", response="BacklogQuotaMap"
     ),

@@ -17,12 +17,18 @@ Rules of this file:
   cannot be resynchronised after a bad frame.
 * Every frame received counts as liveness: the keep-alive sends PING when the peer has been
   quiet for a whole interval, and gives up if the next interval brings nothing either.
+* With authentication on, CONNECT is answered only after its credentials are accepted by
+  the ``authenticate`` hook; a refusal is ERROR(AuthenticationError, request id -1) and
+  close, as Pulsar's ``ServerCnx.authenticationFailed``. A token that expires while the
+  connection is open closes it at the next keep-alive tick (the client reconnects with
+  its current token; AUTH_CHALLENGE refresh is not sent).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from adapters.pulsar_binary import codec
@@ -35,6 +41,8 @@ from adapters.pulsar_binary.commands import (
     Unsupported,
     from_frame,
 )
+from gateway.authentication import AuthenticatedRole
+from gateway.errors import AuthenticationError
 from proto import PulsarApi_pb2 as pb
 
 __all__ = ["ACCEPTS", "PROTOCOL_VERSION", "ConnectionState", "ServerConnection"]
@@ -45,6 +53,9 @@ log = logging.getLogger(__name__)
 PROTOCOL_VERSION = 20
 
 T = pb.BaseCommand.Type
+
+#: The request id of an error that answers no request (Java's -1 as a uint64).
+_NO_REQUEST = (1 << 64) - 1
 
 
 class ConnectionState(enum.Enum):
@@ -73,8 +84,13 @@ class ServerConnection:
         server_version: str = "pulsar-redis-gateway",
         max_message_size: int = codec.DEFAULT_MAX_MESSAGE_SIZE,
         on_error: Callable[[int], None] | None = None,
+        authenticate: Callable[[Connect], AuthenticatedRole] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        """``on_error`` is told the ``ServerError`` of every error frame sent (metrics)."""
+        """``on_error`` is told the ``ServerError`` of every error frame sent (metrics).
+        ``authenticate`` (None = authentication off) validates a CONNECT's credentials and
+        returns the role, or raises `AuthenticationError`; ``clock`` (seconds since the
+        epoch) tells when a token has expired."""
         self.state = ConnectionState.START
         self.server_version = server_version
         self.max_message_size = max_message_size
@@ -88,6 +104,10 @@ class ServerConnection:
         self._heard_from_peer = False
         self._ping_outstanding = False
         self._on_error = on_error
+        self._authenticate = authenticate
+        self._clock = clock
+        #: The role CONNECT authenticated as (None while authentication is off).
+        self.authenticated: AuthenticatedRole | None = None
 
     # -- input -------------------------------------------------------------------------
 
@@ -132,6 +152,13 @@ class ServerConnection:
             self._fail(f"{name} received in state {self.state.value}")
             return
         if isinstance(command, Connect):
+            if self._authenticate is not None:
+                try:
+                    self.authenticated = self._authenticate(command)
+                except AuthenticationError as exc:
+                    self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
+                    self._fail(f"authentication failed: {exc}")
+                    return
             self.client_version = command.client_version
             # Java answers min(client, server) (protocol brief 1.5).
             self.protocol_version = min(command.protocol_version, PROTOCOL_VERSION)
@@ -188,6 +215,9 @@ class ServerConnection:
             return
         if self._ping_outstanding:
             self._fail("keep-alive: no answer to PING")
+            return
+        if self.authenticated is not None and self.authenticated.expired(self._clock()):
+            self._fail(f"the token of role {self.authenticated.role!r} expired")
             return
         if not self._heard_from_peer:
             self._ping_outstanding = True

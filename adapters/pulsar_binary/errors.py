@@ -28,6 +28,8 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (errors.ProducerBlockedQuotaExceeded, pb.ProducerBlockedQuotaExceededException),
     (errors.ServiceNotReady, pb.ServiceNotReady),
     (errors.StorageError, pb.PersistenceError),
+    (errors.AuthenticationError, pb.AuthenticationError),
+    (errors.AuthorizationError, pb.AuthorizationError),
 )
 
 

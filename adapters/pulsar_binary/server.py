@@ -35,10 +35,16 @@ class PulsarProtocol(asyncio.Protocol):
     def __init__(self, server: BinaryServer) -> None:
         self.server = server
         errors = server.broker.metrics.errors
+        auth = server.broker.authentication
         self.conn = ServerConnection(
             server_version=server.server_version,
             max_message_size=server.max_message_size,
             on_error=lambda code: errors.labels("binary", pb.ServerError.Name(code)).inc(),
+            authenticate=(
+                (lambda cmd: auth.authenticate_command(cmd.auth_method_name, cmd.auth_data))
+                if auth.enabled
+                else None
+            ),
         )
         self.session = Session(server.broker, self.conn, server.service_url, self.wants_flush)
         self.transport: asyncio.Transport | None = None

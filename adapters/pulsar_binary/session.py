@@ -14,24 +14,25 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from adapters.pulsar_binary import codec
 from adapters.pulsar_binary import commands as c
 from adapters.pulsar_binary.connection import ServerConnection
 from adapters.pulsar_binary.errors import server_error
+from gateway.authorization import AuthAction
 from gateway.broker import Broker, start_position
 from gateway.consumer import Consumer, Delivery, InitialPosition, SubscriptionType
 from gateway.deduplication import to_record
 from gateway.delayed_delivery import DeliveryDelayNotAllowed
-from gateway.errors import GatewayError, NotAllowed
+from gateway.errors import AuthorizationError, GatewayError, NotAllowed
 from gateway.key_shared import KeySharedMode, KeySharedPolicy
 from gateway.message_id import MessageId, stream_id
 from gateway.producer import Producer, ProducerAccessMode
 from gateway.rates import ClientInfo
 from gateway.schema_registry import decode_version, encode_version
-from gateway.topic_name import parse_topic_name
+from gateway.topic_name import TopicName, parse_topic_name
 from proto import PulsarApi_pb2 as pb
 
 __all__ = ["Session"]
@@ -44,6 +45,9 @@ CPP_CLIENT = "Pulsar-CPP"
 _NON_PERSISTENT = "non-persistent://"
 #: -1 as a MessageIdData field: the receipt of a deduplicated SEND is (-1, -1).
 _MINUS_ONE = (1 << 64) - 1
+
+#: An authorization check of the core (``AuthorizationService.can_*``).
+_Check = Callable[[TopicName, str | None], Awaitable[bool]]
 
 
 class _ConsumerHandle:
@@ -121,6 +125,23 @@ class Session:
         code, message = server_error(exc)
         self.conn.send_error(request_id, code, message)
 
+    @property
+    def role(self) -> str | None:
+        """The role CONNECT authenticated (None when authentication is off)."""
+        authenticated = self.conn.authenticated
+        return None if authenticated is None else authenticated.role
+
+    async def _refusal(self, topic: str, check: _Check, message: str) -> GatewayError | None:
+        """Why the connection's role may not do this on ``topic`` (``ServerCnx``
+        ``isTopicOperationAllowed``): None when allowed, else the error to answer with
+        (AuthorizationError with Pulsar's message, or the failure of the check itself)."""
+        try:
+            if await check(parse_topic_name(topic), self.role):
+                return None
+        except GatewayError as exc:
+            return exc
+        return AuthorizationError(message)
+
     def handle(self, command: c.Command) -> None:
         """Handle one command (already accepted by the connection's state table)."""
         self._count(command)
@@ -135,6 +156,13 @@ class Session:
 
     def _partitioned_metadata(self, cmd: c.PartitionedMetadata) -> None:
         async def run() -> None:
+            authz = self.broker.authorization
+            if authz.enabled:
+                message = "Client is not authorized to Get Partition Metadata"
+                refusal = await self._refusal(cmd.topic, authz.can_lookup, message)
+                if refusal is not None:
+                    self.conn.send_partition_metadata_error(cmd.request_id, *server_error(refusal))
+                    return
             try:
                 partitions = await self.broker.partitioned_metadata(cmd.topic)
             except GatewayError as exc:
@@ -150,13 +178,42 @@ class Session:
             parse_topic_name(cmd.topic)
         except GatewayError as exc:
             self.conn.send_lookup_error(cmd.request_id, *server_error(exc))
-        else:
+            return
+        authz = self.broker.authorization
+        if not authz.enabled:
             self.conn.send_lookup_response(cmd.request_id, self.service_url)
+            return
+
+        async def run() -> None:
+            refusal = await self._refusal(
+                cmd.topic, authz.can_lookup, "Client is not authorized to Lookup"
+            )
+            if refusal is not None:
+                self.conn.send_lookup_error(cmd.request_id, *server_error(refusal))
+            else:
+                self.conn.send_lookup_response(cmd.request_id, self.service_url)
+
+        self._spawn(run())
 
     def _get_topics_of_namespace(self, cmd: c.GetTopicsOfNamespace) -> None:
         async def run() -> None:
             # Partitions are listed by their own names, as Pulsar lists managed ledgers;
             # the client cuts "-partition-<i>" off itself (protocol brief 3.4).
+            authz = self.broker.authorization
+            if authz.enabled:
+                # NamespaceOperation.GET_TOPICS: tenant admin, or consume on the namespace.
+                tenant = cmd.namespace.partition("/")[0]
+                try:
+                    allowed = await authz.allows(
+                        tenant, cmd.namespace, self.role, AuthAction.CONSUME
+                    )
+                except GatewayError as exc:
+                    self._error(cmd.request_id, exc)
+                    return
+                if not allowed:
+                    message = "Client is not authorized to GetTopicsOfNamespace"
+                    self._error(cmd.request_id, AuthorizationError(message))
+                    return
             try:
                 names = await self.broker.partitioned_topics.topics(cmd.namespace)
             except GatewayError as exc:
@@ -239,6 +296,14 @@ class Session:
             return
 
         async def run() -> None:
+            authz = self.broker.authorization
+            if authz.enabled:
+                refusal = await self._refusal(
+                    cmd.topic, authz.can_produce, "Client is not authorized to Produce"
+                )
+                if refusal is not None:
+                    self._error(cmd.request_id, refusal)
+                    return
             try:
                 producer = await self.broker.create_producer(
                     cmd.topic,
@@ -420,6 +485,14 @@ class Session:
             return
 
         async def run() -> None:
+            authz = self.broker.authorization
+            if authz.enabled:
+                refusal = await self._refusal(
+                    cmd.topic, authz.can_consume, "Client is not authorized to subscribe"
+                )
+                if refusal is not None:
+                    self._error(cmd.request_id, refusal)
+                    return
             try:
                 topic = parse_topic_name(cmd.topic)
                 sub_type = SubscriptionType(cmd.sub_type)

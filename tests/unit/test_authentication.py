@@ -1,0 +1,378 @@
+"""Token validation (gateway.authentication) and the CONNECT handshake with authentication
+(adapters.pulsar_binary.connection), without sockets or Redis. Tokens are signed here with
+PyJWT, as an operator's tooling would sign them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from adapters.pulsar_binary import codec
+from adapters.pulsar_binary.connection import ConnectionState, ServerConnection
+from gateway.authentication import (
+    AuthenticatedRole,
+    AuthenticationProviderToken,
+    AuthenticationService,
+    bearer_token,
+    read_key,
+)
+from gateway.config import GatewayConfig, parse_config
+from gateway.errors import AuthenticationError
+from proto import PulsarApi_pb2 as pb
+from tests.frames import command
+
+T = pb.BaseCommand.Type
+
+SECRET = b"0123456789abcdef0123456789abcdef"  # 32 bytes: the least HS256 allows
+OTHER_SECRET = b"fedcba9876543210fedcba9876543210"
+
+
+def hs256(claims: dict[str, Any], key: bytes = SECRET, **headers: Any) -> str:
+    return jwt.encode(claims, key, algorithm="HS256", headers=headers or None)
+
+
+@pytest.fixture(scope="module")
+def rsa_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def ec_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def der(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> bytes:
+    """The public key as ``pulsar tokens create-key-pair`` writes it: X.509 DER."""
+    return key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def pem(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> bytes:
+    return key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+@pytest.fixture
+def provider() -> AuthenticationProviderToken:
+    return AuthenticationProviderToken(secret_key=SECRET)
+
+
+# -- tokens --------------------------------------------------------------------------------
+
+
+def test_valid_token_gives_the_sub_claim(provider: AuthenticationProviderToken) -> None:
+    exp = int(time.time()) + 3600
+    assert provider.authenticate(hs256({"sub": "app", "exp": exp})) == AuthenticatedRole(
+        "app", float(exp)
+    )
+
+
+def test_token_without_exp_never_expires(provider: AuthenticationProviderToken) -> None:
+    authenticated = provider.authenticate(hs256({"sub": "app"}))
+    assert authenticated.expires_at is None
+    assert not authenticated.expired(time.time() + 10 * 365 * 86400)
+
+
+def test_expired_token_is_refused(provider: AuthenticationProviderToken) -> None:
+    with pytest.raises(AuthenticationError, match="expired"):
+        provider.authenticate(hs256({"sub": "app", "exp": int(time.time()) - 5}))
+
+
+def test_token_not_valid_yet_is_refused(provider: AuthenticationProviderToken) -> None:
+    with pytest.raises(AuthenticationError):
+        provider.authenticate(hs256({"sub": "app", "nbf": int(time.time()) + 600}))
+
+
+def test_bad_signature_is_refused(provider: AuthenticationProviderToken) -> None:
+    with pytest.raises(AuthenticationError, match="Signature"):
+        provider.authenticate(hs256({"sub": "app"}, key=OTHER_SECRET))
+
+
+def test_tampered_payload_is_refused(provider: AuthenticationProviderToken) -> None:
+    header, _, signature = hs256({"sub": "app"}).split(".")
+    forged = base64.urlsafe_b64encode(b'{"sub":"admin"}').rstrip(b"=").decode()
+    with pytest.raises(AuthenticationError):
+        provider.authenticate(f"{header}.{forged}.{signature}")
+
+
+def test_unsigned_token_is_refused(provider: AuthenticationProviderToken) -> None:
+    token = jwt.encode({"sub": "admin"}, None, algorithm="none")
+    with pytest.raises(AuthenticationError, match="alg"):
+        provider.authenticate(token)
+
+
+def test_hmac_token_is_refused_by_a_public_key(rsa_key: rsa.RSAPrivateKey) -> None:
+    """The algorithm-confusion attack: HS256 keyed with the (public) RSA key's bytes."""
+    public = pem(rsa_key)
+    verifier = AuthenticationProviderToken(public_key=public)
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    signing_input = b64(b'{"alg":"HS256","typ":"JWT"}') + "." + b64(b'{"sub":"admin"}')
+    signature = hmac.new(public, signing_input.encode(), hashlib.sha256).digest()
+    with pytest.raises(AuthenticationError, match="alg"):
+        verifier.authenticate(signing_input + "." + b64(signature))
+
+
+def test_rs256_token_is_refused_by_a_secret_key(
+    provider: AuthenticationProviderToken, rsa_key: rsa.RSAPrivateKey
+) -> None:
+    token = jwt.encode({"sub": "app"}, rsa_key, algorithm="RS256")
+    with pytest.raises(AuthenticationError, match="alg"):
+        provider.authenticate(token)
+
+
+def test_missing_role_claim_is_refused(provider: AuthenticationProviderToken) -> None:
+    with pytest.raises(AuthenticationError, match="'sub' claim"):
+        provider.authenticate(hs256({"exp": int(time.time()) + 60}))
+
+
+def test_role_from_the_configured_claim() -> None:
+    verifier = AuthenticationProviderToken(secret_key=SECRET, role_claim="role")
+    assert verifier.authenticate(hs256({"sub": "x", "role": "app"})).role == "app"
+    with pytest.raises(AuthenticationError, match="'role' claim"):
+        verifier.authenticate(hs256({"sub": "x"}))
+
+
+def test_list_claim_gives_its_first_string(provider: AuthenticationProviderToken) -> None:
+    # AuthenticationProviderToken.getPrincipal reads a list claim's first element.
+    assert provider.authenticate(hs256({"sub": ["app", "other"]})).role == "app"
+    with pytest.raises(AuthenticationError):
+        provider.authenticate(hs256({"sub": []}))
+
+
+def test_iat_and_aud_are_not_checked(provider: AuthenticationProviderToken) -> None:
+    # jjwt ignores iat; Pulsar checks aud only with tokenAudienceClaim (not offered).
+    claims = {"sub": "app", "iat": int(time.time()) + 3600, "aud": "elsewhere"}
+    assert provider.authenticate(hs256(claims)).role == "app"
+
+
+@pytest.mark.parametrize("token", ["", "   ", "not-a-jwt", "a.b.c", "e30.e30.e30"])
+def test_malformed_tokens_are_refused(provider: AuthenticationProviderToken, token: str) -> None:
+    with pytest.raises(AuthenticationError):
+        provider.authenticate(token)
+
+
+def test_rs256_public_key_from_a_der_file(rsa_key: rsa.RSAPrivateKey, tmp_path: Path) -> None:
+    path = tmp_path / "public.key"
+    path.write_bytes(der(rsa_key))
+    config = GatewayConfig(authentication_enabled=True, token_public_key=f"file://{path}")
+    verifier = AuthenticationProviderToken.from_config(config)
+    token = jwt.encode({"sub": "app"}, rsa_key, algorithm="RS256")
+    assert verifier.authenticate(token).role == "app"
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with pytest.raises(AuthenticationError):
+        verifier.authenticate(jwt.encode({"sub": "app"}, other, algorithm="RS256"))
+
+
+def test_es256_public_key_as_pem_data_url(ec_key: ec.EllipticCurvePrivateKey) -> None:
+    url = "data:;base64," + base64.b64encode(pem(ec_key)).decode()
+    config = GatewayConfig(authentication_enabled=True, token_public_key=url)
+    verifier = AuthenticationProviderToken.from_config(config)
+    assert verifier.algorithms == ["ES256"]
+    token = jwt.encode({"sub": "app"}, ec_key, algorithm="ES256")
+    assert verifier.authenticate(token).role == "app"
+
+
+def test_short_rsa_key_is_refused() -> None:
+    weak = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+    with pytest.raises(ValueError, match="2048"):
+        AuthenticationProviderToken(public_key=der(weak))
+
+
+def test_short_secret_is_refused() -> None:
+    # jjwt's Keys.hmacShaKeyFor refuses keys under 256 bits.
+    with pytest.raises(ValueError, match="32"):
+        AuthenticationProviderToken(secret_key=b"too short")
+
+
+def test_longer_secret_allows_longer_hmac() -> None:
+    key = bytes(range(64))
+    verifier = AuthenticationProviderToken(secret_key=key)
+    assert verifier.algorithms == ["HS256", "HS384", "HS512"]
+    token = jwt.encode({"sub": "app"}, key, algorithm="HS512")
+    assert verifier.authenticate(token).role == "app"
+
+
+# -- key settings ------------------------------------------------------------------------
+
+
+def test_read_key_forms(tmp_path: Path) -> None:
+    path = tmp_path / "secret.key"
+    path.write_bytes(SECRET)
+    encoded = base64.b64encode(SECRET).decode()
+    assert read_key(f"file://{path}") == SECRET
+    assert read_key(str(path)) == SECRET
+    assert read_key(f"data:;base64,{encoded}") == SECRET
+    assert read_key(f"data:application/octet-stream;base64,{encoded}") == SECRET
+    assert read_key(encoded) == SECRET
+    assert read_key(base64.urlsafe_b64encode(b"\xfb\xff" * 16).decode()) == b"\xfb\xff" * 16
+
+
+@pytest.mark.parametrize("value", ["data:;base64", "not base64!", f"file:///{'x' * 12}/none"])
+def test_read_key_refuses(value: str) -> None:
+    with pytest.raises(ValueError):
+        read_key(value)
+
+
+def test_from_config_needs_a_key() -> None:
+    with pytest.raises(ValueError, match="token_secret_key or token_public_key"):
+        AuthenticationService.from_config(GatewayConfig(authentication_enabled=True))
+    assert not AuthenticationService.from_config(GatewayConfig()).enabled
+
+
+def test_secret_key_wins_over_public_key(rsa_key: rsa.RSAPrivateKey) -> None:
+    config = GatewayConfig(
+        authentication_enabled=True,
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
+        token_public_key="data:;base64," + base64.b64encode(der(rsa_key)).decode(),
+    )
+    assert AuthenticationProviderToken.from_config(config).algorithms == ["HS256"]
+
+
+def test_config_flags_and_environment() -> None:
+    config = parse_config(
+        ["--authentication-enabled", "true", "--superuser-roles", "admin, ops,admin"],
+        {
+            "PULSAR_GATEWAY_AUTHORIZATION_ENABLED": "yes",
+            "PULSAR_GATEWAY_TOKEN_SECRET_KEY": "file:///etc/pulsar/secret.key",
+            "PULSAR_GATEWAY_TOKEN_AUTH_CLAIM": "role",
+            "PULSAR_GATEWAY_AUTHENTICATE_METRICS_ENDPOINT": "true",
+        },
+    )
+    assert config.authentication_enabled and config.authorization_enabled
+    assert config.superuser_roles == ("admin", "ops")
+    assert config.token_secret_key == "file:///etc/pulsar/secret.key"
+    assert config.token_public_key is None
+    assert config.token_auth_claim == "role"
+    assert config.authenticate_metrics_endpoint
+    defaults = GatewayConfig()
+    assert not defaults.authentication_enabled and not defaults.authorization_enabled
+    assert defaults.superuser_roles == () and defaults.token_auth_claim == "sub"
+    with pytest.raises(ValueError, match="superuser_roles"):
+        GatewayConfig(superuser_roles=42)  # type: ignore[arg-type]
+
+
+# -- HTTP and binary credentials -----------------------------------------------------------
+
+
+def test_bearer_header() -> None:
+    assert bearer_token("Bearer abc.def.ghi") == "abc.def.ghi"
+    for bad in (None, "", "abc.def.ghi", "Basic dXNlcjpwYXNz", "bearer abc"):
+        with pytest.raises(AuthenticationError, match="Invalid HTTP Authorization header"):
+            bearer_token(bad)
+
+
+def test_service_authenticates_command_and_http(provider: AuthenticationProviderToken) -> None:
+    service = AuthenticationService(provider)
+    token = hs256({"sub": "app"})
+    assert service.authenticate_command("token", token.encode()).role == "app"
+    assert service.authenticate_http(f"Bearer {token}").role == "app"
+    with pytest.raises(AuthenticationError, match="no authentication provider"):
+        service.authenticate_command("none", b"")
+    with pytest.raises(AuthenticationError):
+        service.authenticate_command("token", b"\xff\xfe")
+    with pytest.raises(AuthenticationError):
+        service.authenticate_http(None)
+
+
+# -- the CONNECT handshake -----------------------------------------------------------------
+
+
+def connect_frame(method: str, data: bytes | None) -> bytes:
+    cmd = command(T.CONNECT, client_version="test", protocol_version=20, auth_method_name=method)
+    if data is not None:
+        cmd.connect.auth_data = data
+    return codec.encode_command(cmd)
+
+
+def out(conn: ServerConnection) -> list[pb.BaseCommand]:
+    decoder = codec.FrameDecoder(1 << 20)
+    decoder.feed(conn.data_to_send())
+    frames = []
+    while (f := decoder.next_frame()) is not None:
+        frames.append(f.command)
+    return frames
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def auth_connection(clock: Clock | None = None) -> ServerConnection:
+    service = AuthenticationService(AuthenticationProviderToken(secret_key=SECRET))
+    return ServerConnection(
+        authenticate=lambda c: service.authenticate_command(c.auth_method_name, c.auth_data),
+        clock=clock or Clock(),
+    )
+
+
+def test_connect_with_a_valid_token() -> None:
+    conn = auth_connection()
+    conn.receive_data(connect_frame("token", hs256({"sub": "app"}).encode()))
+    [connected] = out(conn)
+    assert connected.type == T.CONNECTED
+    assert conn.state is ConnectionState.CONNECTED
+    assert conn.authenticated == AuthenticatedRole("app")
+    assert [type(e).__name__ for e in conn.events_received()] == ["Connect"]
+
+
+@pytest.mark.parametrize(
+    ("method", "data"),
+    [
+        ("token", hs256({"sub": "app"}, key=OTHER_SECRET).encode()),
+        ("token", hs256({"sub": "app", "exp": int(time.time()) - 1}).encode()),
+        ("token", None),
+        ("none", None),
+        ("basic", b"user:password"),
+    ],
+)
+def test_connect_refused_with_authentication_error(method: str, data: bytes | None) -> None:
+    conn = auth_connection()
+    conn.receive_data(connect_frame(method, data))
+    [error] = out(conn)
+    # ServerCnx.authenticationFailed: ERROR(-1, AuthenticationError, "Failed to authenticate").
+    assert error.type == T.ERROR
+    assert error.error.error == pb.AuthenticationError
+    assert error.error.message == "Failed to authenticate"
+    assert error.error.request_id == (1 << 64) - 1
+    assert conn.close_expected() and conn.state is ConnectionState.CLOSED
+    assert conn.events_received() == []
+    assert conn.authenticated is None
+
+
+def test_connection_closes_at_the_keepalive_after_its_token_expired() -> None:
+    clock = Clock()
+    conn = auth_connection(clock)
+    token = hs256({"sub": "app", "exp": int(clock.now) + 60})
+    conn.receive_data(connect_frame("token", token.encode()))
+    out(conn)
+    conn.keepalive_tick()
+    assert not conn.close_expected()
+    clock.now += 61
+    conn.keepalive_tick()
+    assert conn.close_expected()
+    assert "expired" in conn.close_reason
+
+
+def test_without_authentication_credentials_are_ignored() -> None:
+    conn = ServerConnection()
+    conn.receive_data(connect_frame("token", b"anything"))
+    assert [c.type for c in out(conn)] == [T.CONNECTED]
+    assert conn.authenticated is None
