@@ -96,6 +96,13 @@ def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, An
     for s in _list(data.get("subs")):
         name = s["name"]
         consumers = [_consumer(c, consumer_reports.get(c["uid"])) for c in _list(s["consumers"])]
+        if not data.get("persistent", True):
+            # a non-persistent subscription's consumers are known from the reports only
+            consumers = [
+                _consumer({"name": c.get("consumerName", ""), "unacked": 0, "priority": 0}, c)
+                for report in reports
+                for c in (report.get("subscriptions") or {}).get(name, {}).get("consumers") or []
+            ]
         rates = sub_totals.get(name, {})
         backlog = int(s["backlog"])
         subscriptions[name] = {
@@ -147,6 +154,7 @@ async def read_topic(broker: Broker, topic: str) -> dict[str, Any] | None:
         names,
     )
     data: dict[str, Any] = json.loads(raw)
+    data["persistent"] = handle.name.persistent
     if (
         not int(data["added"])
         and not _list(data.get("subs"))

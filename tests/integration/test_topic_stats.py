@@ -169,3 +169,30 @@ def test_unknown_topics_are_404(gateway: GatewayThread, suffix: str, reason: str
 def test_invalid_topic_name_is_412(gateway: GatewayThread) -> None:
     status, body = admin("GET", f"{gateway.http_url}/admin/v2/persistent/public/bad%20ns/x/stats")
     assert status == 412 and body["reason"]
+
+
+def test_non_persistent_topic_stats_list_consumers_and_rates(
+    gateway_factory: Callable[..., GatewayThread],
+    client_factory: Callable[..., Any],
+    topic: str,
+) -> None:
+    gw = gateway_factory(stats_interval_seconds=INTERVAL)
+    client = client_factory(gw.url)
+    name = f"non-persistent://public/default/{topic}"
+    consumer = client.subscribe(name, "live", consumer_name="np-c")
+    producer = client.create_producer(name, producer_name="np-p")
+    for _ in range(3):
+        producer.send(b"x")
+    for _ in range(3):
+        consumer.receive(5000)
+    url = f"{gw.http_url}/admin/v2/non-persistent/public/default/{topic}/stats"
+
+    def settled() -> Any:
+        status, body = admin("GET", url)
+        sub = body["subscriptions"].get("live") if status == 200 else None
+        return body if sub and sub["msgOutCounter"] == 3 and body["msgInCounter"] == 3 else None
+
+    stats = wait_for(settled)
+    [c] = stats["subscriptions"]["live"]["consumers"]
+    assert c["consumerName"] == "np-c" and c["msgOutCounter"] == 3
+    assert stats["subscriptions"]["live"]["msgBacklog"] == 0
