@@ -13,7 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from adapters.http import compaction, policies, scheduled, topics
+from adapters.http import compaction, policies, scheduled, subscriptions, topics
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -58,4 +58,5 @@ def make_app(broker: Broker) -> web.Application:
     compaction.add_routes(app, BROKER_KEY)
     topics.add_routes(app, BROKER_KEY)
     scheduled.add_routes(app, BROKER_KEY)
+    subscriptions.add_routes(app, BROKER_KEY)
     return app
