@@ -290,20 +290,22 @@ class SubscriptionAdmin:
             raise await self._not_found(topic, subscription)
         return all(r == 1 for r in results)
 
-    async def expire_all(self, topic: TopicName, seconds: int) -> bool:
+    async def expire_all(self, topic: TopicName, seconds: int) -> list[tuple[TopicName, str]]:
         """:meth:`expire_by_age` on every subscription of the topic (Pulsar
         expireMessagesForAllSubscriptions); one script per subscription and partition.
-        Returns False when the expiry was not issued on some subscription."""
+        Returns the (partition, subscription) pairs where the expiry was not issued."""
         if not topic.persistent:
             raise NotAllowed("Expire messages on a non-persistent topic is not allowed")
         if not await self.exists(topic):
             raise TopicNotFound(f"Topic {topic} not found")
-        calls = []
+        targets: list[tuple[Topic, str]] = []
         for handle in await self.partitions(topic):
             for name in await self._storage.call("HKEYS", handle.keys.subscriptions):
-                calls.append(self._expire(handle, _text(name), ["age", seconds]))
-        results = await asyncio.gather(*calls)
-        return all(r != 0 for r in results)
+                targets.append((handle, _text(name)))
+        results = await asyncio.gather(
+            *(self._expire(handle, name, ["age", seconds]) for handle, name in targets)
+        )
+        return [(h.name, name) for (h, name), r in zip(targets, results, strict=True) if r == 0]
 
     async def expire_at(
         self, topic: TopicName, subscription: str, position: CursorPosition

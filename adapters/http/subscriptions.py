@@ -215,10 +215,12 @@ async def expire_at(broker: Broker, request: web.Request) -> None:
 
 
 async def expire_all(broker: Broker, request: web.Request) -> None:
-    topic = _topic(request)
     seconds = _int_path(request, "seconds")
-    if not await _admin(broker).expire_all(topic, seconds):
-        raise _not_issued(topic, "(one of all)", "timestamp")
+    refused = await _admin(broker).expire_all(_topic(request), seconds)
+    if refused:
+        # Pulsar answers with the last subscription's refusal
+        partition, subscription = refused[-1]
+        raise _not_issued(partition, subscription, "timestamp")
 
 
 async def reset_by_time(broker: Broker, request: web.Request) -> None:
