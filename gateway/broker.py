@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import logging
 import secrets
+from collections.abc import Iterator
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -30,6 +31,7 @@ from gateway.consumer import (
 from gateway.delayed_delivery import DelayedDeliveryPolicy
 from gateway.dispatcher import POLL_INTERVAL
 from gateway.errors import GatewayError, NotAllowed
+from gateway.fleet import Fleet
 from gateway.key_shared import KeySharedPolicy
 from gateway.keys import KeySchema
 from gateway.message_id import MessageId
@@ -39,12 +41,14 @@ from gateway.partitioned_topics import PartitionedTopics
 from gateway.policies import Policies
 from gateway.producer import Producer, ProducerAccessMode
 from gateway.producer_registry import ProducerRegistry
+from gateway.rates import RateReporter
 from gateway.scheduled_messages import ScheduledMessages
 from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
 from gateway.topic import Topic
 from gateway.topic_maintenance import TopicMaintenance
+from gateway.topic_metrics import TopicMetrics
 from gateway.topic_name import TopicName, parse_topic_name
 
 __all__ = ["Broker", "start_position"]
@@ -98,6 +102,12 @@ class Broker:
             active=config.delayed_delivery_enabled,
             max_delay_ms=config.delayed_delivery_max_delay_ms,
         )
+        #: this gateway's message rates, reported to the fleet (gateway/rates.py)
+        self.rates = RateReporter(self, config.stats_interval_seconds)
+        #: the live gateways; which one exports a topic's metrics
+        self.fleet = Fleet(self)
+        self.topic_metrics = TopicMetrics(self)
+        self.metrics.registry.register(self.topic_metrics)
         self._producer_uids = itertools.count()
         self._refresh: asyncio.Task[None] | None = None
         self._topics: dict[str, Topic] = {}
@@ -125,6 +135,8 @@ class Broker:
             self._renew_leases(), name="lease renewal"
         )
         self.maintenance.start()
+        self.rates.start()
+        await self.fleet.heartbeat()
         log.info("gateway %s ready (key prefix %r)", self.gateway_id, self.config.key_prefix)
 
     async def close(self) -> None:
@@ -136,6 +148,10 @@ class Broker:
                 with contextlib.suppress(GatewayError):
                     await consumer.close()
         await self.maintenance.stop()
+        await self.rates.stop()
+        await self.rates.withdraw()
+        with contextlib.suppress(GatewayError):
+            await self.fleet.leave()
         await self.compaction.close()
         await self.non_persistent.close()
         if self._lease_task is not None:
@@ -197,7 +213,9 @@ class Broker:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
             user_provided_name = False
         if not topic.name.persistent:
-            return self.non_persistent.producer(topic, producer_name)
+            np_producer = self.non_persistent.producer(topic, producer_name)
+            np_producer.topic_meter = self.rates.topic(topic.full_name).rate_in
+            return np_producer
         producer = Producer(
             topic,
             producer_name,
@@ -209,6 +227,7 @@ class Broker:
             user_provided_name=user_provided_name,
         )
         producer.topic_epoch = topic_epoch
+        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
         producer.schema_version = version
         producer.deduplication, producer.delayed_delivery = await self._producer_policies(
             topic.name
@@ -312,6 +331,12 @@ class Broker:
                 self.drop_subscription(sub)
             raise
 
+    def local_consumers(self) -> Iterator[Consumer]:
+        """Every consumer attached through this gateway (persistent and non-persistent)."""
+        for sub in self._subscriptions.values():
+            yield from sub.consumers
+        yield from self.non_persistent.consumers()
+
     def drop_subscription(self, sub: Subscription) -> None:
         """Forget a subscription with no local consumers left."""
         key = (sub.topic.full_name, sub.name)
@@ -345,6 +370,10 @@ class Broker:
                 await self.renew_leases()
             except (GatewayError, RedisError) as exc:
                 log.warning("lease renewal failed: %s", exc)
+            try:
+                await self.fleet.heartbeat()
+            except GatewayError as exc:
+                log.warning("fleet heartbeat failed: %s", exc)
             try:
                 await self.producers.renew()
                 await self.refresh_producer_policies()

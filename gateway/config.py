@@ -191,6 +191,7 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "default_retention_mb": _check_retention_limit,
     "default_message_ttl_seconds": _check_ttl_seconds,
     "topic_maintenance_interval_seconds": _check_positive_seconds,
+    "stats_interval_seconds": _check_positive_seconds,
     "delayed_delivery_enabled": _check_bool,
     "delayed_delivery_max_delay_ms": _check_non_negative_ms,
 }
@@ -228,6 +229,8 @@ class GatewayConfig:
             (Pulsar ``ttlDurationDefaultInSeconds``); 0 disables expiry.
         topic_maintenance_interval_seconds: How often the fleet applies retention and TTL
             to every topic (Pulsar ``retentionCheckIntervalInSeconds``).
+        stats_interval_seconds: How often each gateway turns its counts into rates and
+            reports them to the fleet (Pulsar ``statsUpdateFrequencyInSecs``).
         delayed_delivery_enabled: Whether delivery times are honoured on topics without a
             delayedDelivery policy (Pulsar ``delayedDeliveryEnabled``).
         delayed_delivery_max_delay_ms: Longest delay a producer may ask for on topics
@@ -255,6 +258,7 @@ class GatewayConfig:
     default_retention_mb: int = 0
     default_message_ttl_seconds: int = 0
     topic_maintenance_interval_seconds: float = 60.0
+    stats_interval_seconds: float = 5.0
     delayed_delivery_enabled: bool = True
     delayed_delivery_max_delay_ms: int = 0
 
@@ -394,6 +398,12 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_float,
         "SECONDS",
         "interval of the fleet's retention and TTL rounds over every topic",
+    ),
+    _Option(
+        "stats_interval_seconds",
+        _parse_float,
+        "SECONDS",
+        "how often message rates are computed and reported to the fleet (topic stats)",
     ),
     _Option(
         "delayed_delivery_enabled",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from gateway.errors import NotAllowed, ServiceNotReady
 from gateway.keys import PARKED_CONSUMER
 from gateway.message_id import MessageId
+from gateway.rates import ClientInfo, Meter
 
 if TYPE_CHECKING:
     from gateway.subscription import Subscription
@@ -141,6 +142,23 @@ class Consumer:
             SubscriptionType.SHARED,
             SubscriptionType.KEY_SHARED,
         )
+        self.init_stats(
+            subscription.broker.rates.topic(subscription.topic.full_name).out(subscription.name)
+        )
+
+    def init_stats(self, subscription_meter: Meter) -> None:
+        """Stats (Pulsar ``ConsumerStats``): this consumer's meter, its subscription's on
+        this gateway, and what the adapter knows of the client."""
+        self.meter = Meter()
+        self.subscription_meter = subscription_meter
+        self.client = ClientInfo()
+
+    def count_out(self, deliveries: list[Delivery], messages: int) -> None:
+        """Count ``deliveries`` (``messages`` messages) as sent to this consumer."""
+        size = sum(len(d.blob) for d in deliveries)
+        self._metrics.out_messages += messages
+        self.meter.add(messages, size)
+        self.subscription_meter.add(messages, size)
 
     # -- flow control and delivery ---------------------------------------------------
 
@@ -157,7 +175,7 @@ class Consumer:
             for d in deliveries:
                 d.redelivery_count = 0
         self.permits -= messages
-        self._metrics.out_messages += messages
+        self.count_out(deliveries, messages)
         if not self.batch_acks and any(d.ack_set for d in deliveries):
             self.batch_acks = True
         self.sink.deliver(self, deliveries)
@@ -225,6 +243,8 @@ class Consumer:
 
     def _after_redeliver(self, fut: asyncio.Future[int]) -> None:
         if not fut.cancelled() and fut.exception() is None and fut.result():
+            self.meter.redelivered += fut.result()
+            self.subscription_meter.redelivered += fut.result()
             self.subscription.topic.notify()
             self.subscription.dispatcher.wake()
 

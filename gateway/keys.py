@@ -120,6 +120,10 @@ key (``P`` = prefix, ``{T}`` = tag)     type    contents; written by
 ``P:tenant-namespaces:<tenant>``        set     the tenant's namespaces ("tenant/ns");
                                                 :mod:`gateway.tenants` (admin create,
                                                 delete; topic registration adds)
+``P:gateways``                           zset    gateway id -> lease expiry (ms, Redis clock)
+                                                of every live gateway; each renews its own
+                                                (``gateway_heartbeat.lua``); topic metrics
+                                                ownership (:mod:`gateway.fleet`)
 ``P:permissions:ns:<tenant/ns>``        hash    role -> JSON list of actions ("produce",
                                                 "consume"); :mod:`gateway.authorization`
 ``P:{T}:gateway-stats``                 hash    gateway id -> JSON of that gateway's rates
@@ -333,3 +337,7 @@ class KeySchema:
 
     def namespace_permissions(self, namespace: str) -> str:
         return f"{self.prefix}:permissions:ns:{namespace}"
+
+    @property
+    def gateways(self) -> str:
+        return f"{self.prefix}:gateways"

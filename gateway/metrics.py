@@ -1,7 +1,9 @@
 """Prometheus metrics of one gateway, in a registry of its own.
 
-Names follow Pulsar's where one exists (``pulsar_in_messages_total``,
-``pulsar_out_messages_total``); gateway-level counters are prefixed ``pulsar_gateway_``.
+Gateway-level counters (connections, commands, HTTP requests, errors, this gateway's
+messages) are prefixed ``pulsar_gateway_``; Pulsar's own topic-level names
+(``pulsar_rate_in``, ``pulsar_msg_backlog``, ``pulsar_subscription_back_log``, ...) are the
+fleet's figures, exported by :mod:`gateway.topic_metrics` into the same registry.
 One registry per :class:`~gateway.broker.Broker`, so several gateways can live in one
 process (tests, the bench) without clashing.
 
@@ -44,6 +46,12 @@ class GatewayMetrics:
             ["protocol", "error"],
             registry=r,
         )
+        self.http_requests = Counter(
+            "pulsar_gateway_http_requests",
+            "HTTP requests answered (admin, REST, WebSocket upgrades, metrics), by route",
+            ["method", "route", "status"],
+            registry=r,
+        )
         # hot-path tallies, exported by _HotCounters
         self.in_messages = 0
         self.in_bytes = 0
@@ -70,13 +78,15 @@ class _HotCounters(Collector):
     def collect(self) -> Iterator[Metric]:
         m = self._m
         yield CounterMetricFamily(
-            "pulsar_in_messages", "Messages published through this gateway", m.in_messages
+            "pulsar_gateway_in_messages", "Messages published through this gateway", m.in_messages
         )
         yield CounterMetricFamily(
-            "pulsar_in_bytes", "Bytes published through this gateway", m.in_bytes
+            "pulsar_gateway_in_bytes", "Bytes published through this gateway", m.in_bytes
         )
         yield CounterMetricFamily(
-            "pulsar_out_messages", "Messages delivered through this gateway", m.out_messages
+            "pulsar_gateway_out_messages",
+            "Messages delivered through this gateway",
+            m.out_messages,
         )
         commands = CounterMetricFamily(
             "pulsar_gateway_commands", "Commands received", labels=["protocol", "command"]

@@ -41,6 +41,7 @@ import logging
 import struct
 import time
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -158,6 +159,8 @@ class NonPersistentConsumer(Consumer):
         self.active: bool | None = None
         self.batch_acks = False
         self.member = _member(sub.type, name, uid)
+        self._metrics = manager.metrics
+        self.init_stats(manager.broker.rates.topic(sub.topic.full_name).out(sub.name))
 
     def flow(self, permits: int) -> None:
         self.permits += permits
@@ -224,6 +227,11 @@ class NonPersistentTopics:
         return int(time.time() * 1000), self._gateway_bits | counter
 
     # -- producers and consumers ---------------------------------------------------------
+
+    def consumers(self) -> Iterator[NonPersistentConsumer]:
+        """Every non-persistent consumer attached through this gateway."""
+        for sub in self._subs.values():
+            yield from sub.consumers
 
     def producer(self, topic: Topic, name: str) -> NonPersistentProducer:
         return NonPersistentProducer(topic, name, self)
@@ -332,8 +340,8 @@ class NonPersistentTopics:
                 self.dropped.labels(sub.topic.full_name, sub.name).inc(num_messages)
                 continue
             consumer.permits -= num_messages
-            self.metrics.out_messages += num_messages
             delivery = Delivery(b"%d-%d" % (ledger, entry), blob, num_messages, 0)
+            consumer.count_out([delivery], num_messages)
             consumer.sink.deliver(consumer, [delivery])
 
     # -- background work -----------------------------------------------------------------

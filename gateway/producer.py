@@ -31,6 +31,7 @@ from typing import Any
 from gateway.delayed_delivery import DelayedDeliveryPolicy, DeliveryDelayNotAllowed
 from gateway.key_shared import sticky_key_hash
 from gateway.metrics import GatewayMetrics
+from gateway.rates import ClientInfo, Meter
 from gateway.storage import Storage
 from gateway.topic import Topic
 
@@ -120,6 +121,12 @@ class Producer:
         self.waiting = False
         self.on_lost: Callable[[Producer], None] | None = None
         self.closed = False
+        #: stats (Pulsar ``PublisherStats``): this producer's meter, its topic's (given by
+        #: the broker), the adapter's producer id and what it knows of the client
+        self.meter = Meter()
+        self.topic_meter = Meter()
+        self.producer_id = 0
+        self.client = ClientInfo()
 
     def _appended(self, blob: bytes, num_messages: int) -> None:
         """Wake the topic's dispatchers after this tick and count the entry."""
@@ -127,8 +134,11 @@ class Producer:
         self._count_in(blob, num_messages)
 
     def _count_in(self, blob: bytes, num_messages: int) -> None:
+        size = len(blob)
         self._metrics.in_messages += num_messages
-        self._metrics.in_bytes += len(blob)
+        self._metrics.in_bytes += size
+        self.meter.add(num_messages, size)
+        self.topic_meter.add(num_messages, size)
 
     @staticmethod
     def generate_name(cluster: str, gateway_id: str) -> str:

@@ -1,18 +1,32 @@
-"""Topic statistics for the admin API (Pulsar ``TopicStats``), read from Redis so every
-gateway of the fleet reports the same figures."""
+"""Topic statistics (Pulsar ``TopicStats``, ``SubscriptionStats``, ``PublisherStats``,
+``ConsumerStats``) as the whole fleet sees them.
+
+Two sources, read in one script (``topic_stats.lua``): what Redis holds (stream length and
+memory, each subscription's cursor, backlog, unacked and delayed counts, the live
+producers and consumers) and the rate reports every gateway writes for the topics it
+serves (:mod:`gateway.rates`). :func:`compose` merges them into Pulsar's JSON, a pure
+function of the script's answer, so any gateway asked gives the same figures.
+
+What differs from Pulsar, by construction: ``msgBacklog`` counts entries (as Pulsar's
+does: a client batch is one entry); ``unackedMessages`` counts entries held by consumers;
+``backlogSize`` is estimated as the stream's memory times the share of its entries in the
+backlog; counters are the sum over live gateways since they started.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from gateway.consumer import SubscriptionType
 from gateway.errors import TopicNotFound
+from gateway.rates import fresh_reports
 
 if TYPE_CHECKING:
     from gateway.broker import Broker
 
-__all__ = ["SubscriptionStats", "TopicStats", "topic_stats"]
+__all__ = ["compose", "partitioned_stats", "read_topic", "stats_of", "topic_stats"]
 
 #: Pulsar's names of the subscription types, as its stats report them.
 _TYPE_NAMES = {
@@ -21,42 +35,175 @@ _TYPE_NAMES = {
     SubscriptionType.FAILOVER: "Failover",
     SubscriptionType.KEY_SHARED: "Key_Shared",
 }
+_RATE_FIELDS = ("msgRateOut", "msgThroughputOut", "msgRateRedeliver")
+_COUNTER_FIELDS = ("msgOutCounter", "bytesOutCounter")
 
 
-@dataclass(frozen=True, slots=True)
-class SubscriptionStats:
-    type: str
-    msg_delayed: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "msgDelayed": self.msg_delayed}
+def _list(value: Any) -> list[Any]:
+    # cjson encodes an empty Lua table as {}
+    return value if isinstance(value, list) else []
 
 
-@dataclass(frozen=True, slots=True)
-class TopicStats:
-    subscriptions: dict[str, SubscriptionStats]
+def _consumer(redis_side: dict[str, Any], report: dict[str, Any] | None) -> dict[str, Any]:
+    report = report or {}
+    return {
+        "consumerName": redis_side["name"],
+        "msgRateOut": report.get("msgRateOut", 0.0),
+        "msgThroughputOut": report.get("msgThroughputOut", 0.0),
+        "msgRateRedeliver": report.get("msgRateRedeliver", 0.0),
+        "msgOutCounter": report.get("msgOutCounter", 0),
+        "bytesOutCounter": report.get("bytesOutCounter", 0),
+        "availablePermits": report.get("availablePermits", 0),
+        "unackedMessages": redis_side["unacked"],
+        "priorityLevel": redis_side["priority"],
+        "blockedConsumerOnUnackedMsgs": False,
+        "address": report.get("address", ""),
+        "clientVersion": report.get("clientVersion", ""),
+        "connectedSince": report.get("connectedSince", ""),
+        "metadata": {},
+    }
 
-    def to_json(self) -> dict[str, Any]:
-        return {"subscriptions": {n: s.to_json() for n, s in self.subscriptions.items()}}
+
+def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pulsar's ``TopicStats`` JSON from ``topic_stats.lua``'s answer and the fresh
+    gateway reports of the topic."""
+    length, size = int(data["length"]), int(data["size"])
+
+    def backlog_size(entries: int) -> int:
+        return size * entries // length if length else 0
+
+    # rates and counters of every gateway, by subscription and by consumer uid
+    sub_totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    consumer_reports: dict[str, dict[str, Any]] = {}
+    publishers: list[dict[str, Any]] = []
+    totals: dict[str, float] = defaultdict(float)
+    for report in reports:
+        for field in ("msgRateIn", "msgThroughputIn", "msgInCounter", "bytesInCounter"):
+            totals[field] += report.get(field, 0)
+        publishers.extend(report.get("publishers") or [])
+        for name, sub in (report.get("subscriptions") or {}).items():
+            for field in (*_RATE_FIELDS, *_COUNTER_FIELDS):
+                sub_totals[name][field] += sub.get(field, 0)
+                totals[field] += sub.get(field, 0)
+            for consumer in sub.get("consumers") or []:
+                consumer_reports[consumer.get("uid", "")] = consumer
+    reported = {p.get("producerName") for p in publishers}
+    for name in _list(data.get("producers")):
+        if name not in reported:  # registered, its gateway has not reported yet
+            publishers.append({"producerName": name, "msgRateIn": 0.0, "msgThroughputIn": 0.0})
+
+    subscriptions = {}
+    for s in _list(data.get("subs")):
+        name = s["name"]
+        consumers = [_consumer(c, consumer_reports.get(c["uid"])) for c in _list(s["consumers"])]
+        rates = sub_totals.get(name, {})
+        backlog = int(s["backlog"])
+        subscriptions[name] = {
+            **{field: rates.get(field, 0.0) for field in _RATE_FIELDS},
+            **{field: int(rates.get(field, 0)) for field in _COUNTER_FIELDS},
+            "msgBacklog": backlog,
+            "msgBacklogNoDelayed": backlog - int(s["delayed"]),
+            "backlogSize": backlog_size(backlog),
+            "msgDelayed": int(s["delayed"]),
+            "unackedMessages": sum(c["unackedMessages"] for c in consumers),
+            "type": _TYPE_NAMES[SubscriptionType(int(s["type"]))],
+            "msgRateExpired": 0.0,
+            "isDurable": True,
+            "isReplicated": False,
+            "blockedSubscriptionOnUnackedMsgs": False,
+            "consumers": consumers,
+        }
+    msg_rate_in = totals["msgRateIn"]
+    return {
+        "msgRateIn": msg_rate_in,
+        "msgThroughputIn": totals["msgThroughputIn"],
+        "msgRateOut": totals["msgRateOut"],
+        "msgThroughputOut": totals["msgThroughputOut"],
+        "msgInCounter": int(totals["msgInCounter"]),
+        "bytesInCounter": int(totals["bytesInCounter"]),
+        "msgOutCounter": int(totals["msgOutCounter"]),
+        "bytesOutCounter": int(totals["bytesOutCounter"]),
+        "averageMsgSize": totals["msgThroughputIn"] / msg_rate_in if msg_rate_in else 0.0,
+        "storageSize": size,
+        "backlogSize": max((sub["backlogSize"] for sub in subscriptions.values()), default=0),
+        "entriesAddedCounter": int(data["added"]),
+        "waitingPublishers": 0,
+        "publishers": publishers,
+        "subscriptions": subscriptions,
+        "replication": {},
+    }
 
 
-async def topic_stats(broker: Broker, topic: str) -> TopicStats:
+async def read_topic(broker: Broker, topic: str) -> dict[str, Any] | None:
+    """``topic_stats.lua``'s answer for one non-partitioned topic or partition, None when
+    the topic has no data, no subscription and is not listed."""
+    handle = broker.topic(topic)
+    keys = handle.keys
+    names = [n.decode() for n in await broker.storage.call("HKEYS", keys.subscriptions)]
+    sub_keys = [key for n in names for key in (keys.consumers(n), keys.consumer_info(n))]
+    raw = await broker.storage.eval(
+        "topic_stats",
+        [keys.stream, keys.subscriptions, keys.gateway_stats, keys.producers, *sub_keys],
+        names,
+    )
+    data: dict[str, Any] = json.loads(raw)
+    if (
+        not int(data["added"])
+        and not _list(data.get("subs"))
+        and not _list(data.get("reports"))
+        and not await broker.partitioned_topics.exists(handle.name)
+    ):
+        return None
+    return data
+
+
+def stats_of(broker: Broker, data: dict[str, Any]) -> dict[str, Any]:
+    """:func:`compose` of ``data`` (read by :func:`read_topic`) with its fresh reports."""
+    return compose(data, fresh_reports(_list(data.get("reports")), broker.rates.interval))
+
+
+async def topic_stats(broker: Broker, topic: str) -> dict[str, Any]:
     """The stats of one non-partitioned topic or partition.
 
     Raises:
         InvalidTopicName; TopicNotFound when the topic has no data and is not listed.
     """
-    handle = broker.topic(topic)
-    keys = handle.keys
-    reply: list[Any] = await broker.storage.eval(
-        "topic_stats", [keys.stream, keys.subscriptions], []
-    )
-    if not reply and not await broker.partitioned_topics.exists(handle.name):
+    data = await read_topic(broker, topic)
+    if data is None:
         raise TopicNotFound(f"Topic {topic} not found")
-    subscriptions = {}
-    for i in range(0, len(reply), 3):
-        sub_type = SubscriptionType(int(reply[i + 1]))
-        subscriptions[reply[i].decode()] = SubscriptionStats(
-            _TYPE_NAMES[sub_type], int(reply[i + 2])
-        )
-    return TopicStats(subscriptions)
+    return stats_of(broker, data)
+
+
+def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
+    for field, value in part.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            total[field] = total.get(field, 0) + value
+
+
+async def partitioned_stats(
+    broker: Broker, topic: str, partitions: int, per_partition: bool
+) -> dict[str, Any]:
+    """Pulsar ``PartitionedTopicStats``: the partitions' stats summed (rates, counters,
+    backlogs; publishers and consumers listed), with ``metadata.partitions`` and, when
+    ``per_partition``, each partition's own stats under ``partitions``."""
+    parts = {}
+    for i in range(partitions):
+        name = f"{topic}-partition-{i}"
+        data = await read_topic(broker, name)
+        if data is not None:
+            parts[name] = stats_of(broker, data)
+    total: dict[str, Any] = {"publishers": [], "subscriptions": {}}
+    for stats in parts.values():
+        _add(total, stats)
+        total["publishers"].extend(stats["publishers"])
+        for name, sub in stats["subscriptions"].items():
+            merged = total["subscriptions"].setdefault(
+                name, {"type": sub["type"], "consumers": [], "isDurable": sub["isDurable"]}
+            )
+            _add(merged, sub)
+            merged["consumers"].extend(sub["consumers"])
+    rate = total.get("msgRateIn", 0)
+    total["averageMsgSize"] = total.get("msgThroughputIn", 0) / rate if rate else 0.0
+    total["metadata"] = {"partitions": partitions}
+    total["partitions"] = parts if per_partition else {}
+    return total

@@ -67,6 +67,16 @@ def stream_key(topic: str) -> str:
     return KeySchema().topic(parse_topic_name(topic)).stream
 
 
+def data_keys(client: redis.Redis) -> list[str]:
+    """Every key in Redis but the fleet's bookkeeping (the gateway registry and the rate
+    reports, written by any live gateway), sorted."""
+    return sorted(
+        k.decode()
+        for k in client.keys("*")
+        if k != b"pgw:gateways" and not k.endswith(b":gateway-stats")
+    )
+
+
 @pytest.fixture
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic name unique to the test (Redis is flushed per test as well)."""

@@ -13,7 +13,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from adapters.http import compaction, policies, scheduled, subscriptions, topics
+from adapters.http import compaction, policies, scheduled, stats, subscriptions, topics
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -32,8 +32,31 @@ async def health(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     broker = request.app[BROKER_KEY]
+    await broker.topic_metrics.refresh()
     body = broker.metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@web.middleware
+async def count_requests(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Count every request by method, route template (not the path: topic names would
+    make one series per topic) and status, in ``pulsar_gateway_http_requests_total``."""
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        request.app[BROKER_KEY].metrics.http_requests.labels(
+            request.method, route, str(status)
+        ).inc()
 
 
 @web.middleware
@@ -50,7 +73,7 @@ async def json_errors(
 
 
 def make_app(broker: Broker) -> web.Application:
-    app = web.Application(middlewares=[json_errors])
+    app = web.Application(middlewares=[count_requests, json_errors])
     app[BROKER_KEY] = broker
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/metrics", metrics)
@@ -58,5 +81,6 @@ def make_app(broker: Broker) -> web.Application:
     compaction.add_routes(app, BROKER_KEY)
     topics.add_routes(app, BROKER_KEY)
     scheduled.add_routes(app, BROKER_KEY)
+    stats.add_routes(app, BROKER_KEY)
     subscriptions.add_routes(app, BROKER_KEY)
     return app

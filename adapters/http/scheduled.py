@@ -1,9 +1,4 @@
-"""Admin REST: topic stats and a subscription's scheduled (delayed) messages.
-
-Topic stats (Pulsar ``PersistentTopics.getStats``):
-``GET /admin/v2/{persistent|non-persistent}/{tenant}/{ns}/{topic}/stats`` answers
-``{"subscriptions": {name: {"type", "msgDelayed"}}}`` (the rest of Pulsar's TopicStats is
-issue 5's).
+"""Admin REST: a subscription's scheduled (delayed) messages.
 
 Scheduled messages (beyond Pulsar: its trackers cannot show or change what they hold), under
 ``/admin/v2/persistent/{tenant}/{ns}/{topic}/subscription/{sub}/scheduled``:
@@ -33,7 +28,6 @@ from gateway.broker import Broker
 from gateway.compaction import EntryFormatError
 from gateway.message_id import MessageId
 from gateway.scheduled_messages import MAX_PAGE, ScheduledMessage
-from gateway.topic_stats import topic_stats
 
 __all__ = ["add_routes"]
 
@@ -141,10 +135,6 @@ async def reschedule(broker: Broker, request: web.Request) -> None:
     )
 
 
-async def get_stats(broker: Broker, request: web.Request) -> dict[str, Any]:
-    return (await topic_stats(broker, str(_topic(request)))).to_json()
-
-
 def add_routes(app: web.Application, broker_key: web.AppKey[Broker]) -> None:
     def route(method: str, path: str, body: Any) -> None:
         app.router.add_route(method, path, _handler(broker_key, body))
@@ -152,8 +142,3 @@ def add_routes(app: web.Application, broker_key: web.AppKey[Broker]) -> None:
     route("GET", _SCHEDULED, list_scheduled)
     route("DELETE", _SCHEDULED + "/{message_id}", cancel_scheduled)
     route("POST", _SCHEDULED + "/{message_id}", reschedule)
-    route(
-        "GET",
-        "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/stats",
-        get_stats,
-    )

@@ -55,6 +55,9 @@ class PulsarProtocol(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.connections.add(self)
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.session.client_address = f"{peer[0]}:{peer[1]}"
         metrics = self.server.broker.metrics
         metrics.connections.labels("binary").inc()
         metrics.connections_opened.labels("binary").inc()

@@ -29,6 +29,7 @@ from gateway.errors import GatewayError, NotAllowed
 from gateway.key_shared import KeySharedMode, KeySharedPolicy
 from gateway.message_id import MessageId, stream_id
 from gateway.producer import Producer, ProducerAccessMode
+from gateway.rates import ClientInfo
 from gateway.schema_registry import decode_version, encode_version
 from gateway.topic_name import parse_topic_name
 from proto import PulsarApi_pb2 as pb
@@ -93,6 +94,11 @@ class Session:
         self.consumers: dict[int, Consumer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
+        #: the client's "host:port", for the stats' ``address`` (set by the server)
+        self.client_address = ""
+
+    def _client_info(self) -> ClientInfo:
+        return ClientInfo(address=self.client_address, version=self.conn.client_version)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -252,7 +258,8 @@ class Session:
             if self.closed or cmd.producer_id in self.producers:
                 await self.broker.close_producer(producer)
                 return
-            producer_id = cmd.producer_id
+            producer_id = producer.producer_id = cmd.producer_id
+            producer.client = self._client_info()
             producer.on_lost = lambda p: self._producer_lost(producer_id, p)
             self.producers[producer_id] = producer
             if producer.waiting:
@@ -450,6 +457,7 @@ class Session:
                     self.conn.send_success(cmd.request_id)
                 return
             self.consumers[cmd.consumer_id] = consumer
+            consumer.client = self._client_info()
             self.conn.send_success(cmd.request_id)
             if consumer.active is not None:
                 # Failover: tell the newcomer whether it is active (Pulsar

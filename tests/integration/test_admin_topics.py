@@ -15,7 +15,7 @@ import pytest
 from gateway.keys import KeySchema
 from gateway.topic_name import parse_topic_name
 from tests.adminhttp import admin, call
-from tests.conftest import TIMEOUT, stream_key, wait_for
+from tests.conftest import TIMEOUT, data_keys, stream_key, wait_for
 
 RECEIVE_MS = int(TIMEOUT * 1000)
 
@@ -194,7 +194,7 @@ def test_delete_topic_removes_its_keys(gateway, client, topic, redis_clean):
     status, body = admin("DELETE", f"{base(gateway)}/{topic}")
     assert (status, body) == (404, {"reason": f"Topic {full(topic)} not found"})
     # Only the namespace set and hash may be left (empty sets vanish in Redis).
-    assert redis_clean.keys("*") == []
+    assert data_keys(redis_clean) == []
 
 
 def test_delete_refused_while_consumer_connected_unless_forced(gateway, client, topic, redis_clean):
@@ -245,7 +245,7 @@ def test_delete_partitioned_topic(gateway, client, topic, redis_clean):
     assert not any(redis_clean.exists(stream_key(p)) for p in partitions(topic, 3))
     assert admin("GET", base(gateway)) == (200, [])
     assert admin("GET", f"{base(gateway)}/partitioned") == (200, [])
-    assert redis_clean.keys("*") == []
+    assert data_keys(redis_clean) == []
     status, body = admin("DELETE", url)
     assert (status, body) == (404, {"reason": f"Partitioned Topic {full(topic)} not found"})
 

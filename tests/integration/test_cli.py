@@ -80,8 +80,8 @@ def test_http_health_metrics_and_json_errors(gateway, client):
     samples = _samples(body.decode())
     # one client, one socket: LOOKUP answers keep it on the connection it opened
     assert samples['pulsar_gateway_connections{protocol="binary"}'] == 1.0
-    assert samples["pulsar_in_messages_total"] == 3.0
-    assert samples["pulsar_out_messages_total"] == 3.0
+    assert samples["pulsar_gateway_in_messages_total"] == 3.0
+    assert samples["pulsar_gateway_out_messages_total"] == 3.0
     assert samples['pulsar_gateway_commands_total{command="Send",protocol="binary"}'] == 3.0
     assert samples['pulsar_gateway_errors_total{error="ConsumerBusy",protocol="binary"}'] == 1.0
 

@@ -14,7 +14,7 @@ import pulsar.asyncio
 import pytest
 
 from tests.adminhttp import admin
-from tests.conftest import TIMEOUT, wait_for
+from tests.conftest import TIMEOUT, data_keys, wait_for
 from tests.integration.test_admin_topics import base
 
 RECEIVE_MS = int(TIMEOUT * 1000)
@@ -77,14 +77,14 @@ def test_live_delivery_and_nothing_stored(gateway, client, np_topic, redis_clean
     with pytest.raises(pulsar.Timeout):
         consumer.receive(300)
     # Nothing but the namespace's topic list and the live-consumer registry is in Redis.
-    keys = sorted(k.decode() for k in redis_clean.keys("*"))
+    keys = data_keys(redis_clean)
     assert keys == [
         "pgw:ns:{public/default}:topics",
         f"pgw:{{{np_topic}}}:np-consumers:sub",
         f"pgw:{{{np_topic}}}:subs",
     ]
     consumer.close()
-    wait_for(lambda: sorted(redis_clean.keys("*")) == [b"pgw:ns:{public/default}:topics"])
+    wait_for(lambda: data_keys(redis_clean) == ["pgw:ns:{public/default}:topics"])
 
 
 def test_admin_delete_sees_non_persistent_consumers(gateway, client, np_topic, redis_clean):
@@ -95,7 +95,7 @@ def test_admin_delete_sees_non_persistent_consumers(gateway, client, np_topic, r
     assert (status, body) == (412, {"reason": "Topic has active producers/subscriptions"})
     consumer.close()
     assert admin("DELETE", url) == (204, None)
-    assert redis_clean.keys("*") == []
+    assert data_keys(redis_clean) == []
 
 
 def test_batches_and_compression(gateway, client, np_topic):

@@ -1,0 +1,275 @@
+"""Message rates of this gateway's producers and consumers, and their report to the fleet.
+
+Pulsar computes ``msgRateIn``/``msgRateOut`` and their throughputs on the broker that owns
+a topic, every ``statsUpdateFrequencyInSecs``. Here no gateway owns a topic: each one
+counts what its own producers and consumers move (:class:`Meter`, plain integers bumped on
+the hot path) and, every :data:`REPORT_INTERVAL` seconds, turns the counts into rates and
+writes one report per topic it serves into the topic's ``gateway-stats`` hash (field =
+gateway id, value = JSON), which expires unless renewed. Topic stats and ``/metrics`` sum
+the fresh reports of every gateway (:mod:`gateway.topic_stats`), so whichever gateway is
+asked gives the fleet's figures.
+
+Counters (``msgInCounter``, ``msgOutCounter``, ...) are kept per topic and subscription on
+each gateway from its start; a report carries them, so the fleet's counters are the sum
+over live gateways (a gateway that stops takes its share with it, as a restarted Pulsar
+broker does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gateway.errors import GatewayError
+
+if TYPE_CHECKING:
+    from gateway.broker import Broker
+    from gateway.consumer import Consumer
+    from gateway.producer import Producer
+
+__all__ = [
+    "REPORT_INTERVAL",
+    "ClientInfo",
+    "Meter",
+    "RateReporter",
+    "TopicMeters",
+]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two reports of a gateway (Pulsar's statsUpdateFrequencyInSecs is 60;
+#: shorter here so an operator sees a new producer's rate within seconds).
+REPORT_INTERVAL = 5.0
+#: A report older than this many intervals belongs to a gateway that stopped.
+STALE_INTERVALS = 3
+
+
+@dataclass(slots=True)
+class ClientInfo:
+    """What the adapter knows of a client connection (Pulsar's ``address``,
+    ``clientVersion`` and ``connectedSince`` stats fields)."""
+
+    address: str = ""
+    version: str = ""
+    connected_since: str = field(
+        default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    )
+
+
+@dataclass(slots=True)
+class Meter:
+    """Messages and bytes counted since start, and the rate over the last interval."""
+
+    messages: int = 0
+    bytes: int = 0
+    redelivered: int = 0
+    _last: tuple[int, int, int] = (0, 0, 0)
+    rate: float = 0.0
+    throughput: float = 0.0
+    redeliver_rate: float = 0.0
+
+    def add(self, messages: int, size: int) -> None:
+        self.messages += messages
+        self.bytes += size
+
+    def roll(self, seconds: float) -> None:
+        """Turn the counts since the last roll into per-second rates."""
+        messages, size, redelivered = self._last
+        if seconds > 0:
+            self.rate = (self.messages - messages) / seconds
+            self.throughput = (self.bytes - size) / seconds
+            self.redeliver_rate = (self.redelivered - redelivered) / seconds
+        self._last = (self.messages, self.bytes, self.redelivered)
+
+    @property
+    def idle(self) -> bool:
+        return self.rate == 0 and self.throughput == 0 and self.redeliver_rate == 0
+
+
+@dataclass(slots=True)
+class TopicMeters:
+    """One topic's counters on this gateway: in, and out by subscription."""
+
+    rate_in: Meter = field(default_factory=Meter)
+    rate_out: dict[str, Meter] = field(default_factory=dict)
+
+    def out(self, subscription: str) -> Meter:
+        meter = self.rate_out.get(subscription)
+        if meter is None:
+            meter = self.rate_out[subscription] = Meter()
+        return meter
+
+
+def _round(value: float) -> float:
+    return round(value, 3)
+
+
+def _producer_report(producer: Producer) -> dict[str, Any]:
+    meter = producer.meter
+    return {
+        "producerName": producer.name,
+        "producerId": producer.producer_id,
+        "accessMode": producer.access_mode.name.title().replace("_", ""),
+        "msgRateIn": _round(meter.rate),
+        "msgThroughputIn": _round(meter.throughput),
+        "averageMsgSize": _round(meter.throughput / meter.rate) if meter.rate else 0.0,
+        "address": producer.client.address,
+        "clientVersion": producer.client.version,
+        "connectedSince": producer.client.connected_since,
+    }
+
+
+def _consumer_report(consumer: Consumer) -> dict[str, Any]:
+    meter = consumer.meter
+    return {
+        "consumerName": consumer.name,
+        "uid": consumer.uid,
+        "msgRateOut": _round(meter.rate),
+        "msgThroughputOut": _round(meter.throughput),
+        "msgRateRedeliver": _round(meter.redeliver_rate),
+        "msgOutCounter": meter.messages,
+        "bytesOutCounter": meter.bytes,
+        "availablePermits": consumer.permits,
+        "address": consumer.client.address,
+        "clientVersion": consumer.client.version,
+        "connectedSince": consumer.client.connected_since,
+    }
+
+
+class RateReporter:
+    """Rolls this gateway's meters and writes its per-topic reports to Redis."""
+
+    def __init__(self, broker: Broker, interval: float = REPORT_INTERVAL) -> None:
+        self._broker = broker
+        self.interval = interval
+        self._topics: dict[str, TopicMeters] = {}
+        self._last_roll = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    def topic(self, full_name: str) -> TopicMeters:
+        """The meters of a topic (created on first use)."""
+        meters = self._topics.get(full_name)
+        if meters is None:
+            meters = self._topics[full_name] = TopicMeters()
+        return meters
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="rate reports")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.report()
+            except GatewayError as exc:
+                log.warning("rate report failed: %s", exc)
+
+    def _roll(self) -> None:
+        now = time.monotonic()
+        seconds, self._last_roll = now - self._last_roll, now
+        broker = self._broker
+        for meters in self._topics.values():
+            meters.rate_in.roll(seconds)
+            for meter in meters.rate_out.values():
+                meter.roll(seconds)
+        for producer in broker.producers.producers():
+            producer.meter.roll(seconds)
+        for consumer in broker.local_consumers():
+            consumer.meter.roll(seconds)
+
+    def reports(self) -> dict[str, dict[str, Any]]:
+        """This gateway's report of every topic it has clients or recent traffic on."""
+        broker = self._broker
+        out: dict[str, dict[str, Any]] = {}
+
+        def report(topic: str) -> dict[str, Any]:
+            entry = out.get(topic)
+            if entry is None:
+                meters = self.topic(topic)
+                entry = out[topic] = {
+                    "msgRateIn": _round(meters.rate_in.rate),
+                    "msgThroughputIn": _round(meters.rate_in.throughput),
+                    "msgInCounter": meters.rate_in.messages,
+                    "bytesInCounter": meters.rate_in.bytes,
+                    "publishers": [],
+                    "subscriptions": {
+                        name: {
+                            "msgRateOut": _round(m.rate),
+                            "msgThroughputOut": _round(m.throughput),
+                            "msgRateRedeliver": _round(m.redeliver_rate),
+                            "msgOutCounter": m.messages,
+                            "bytesOutCounter": m.bytes,
+                            "consumers": [],
+                        }
+                        for name, m in meters.rate_out.items()
+                    },
+                }
+            return entry
+
+        for producer in broker.producers.producers():
+            report(producer.topic.full_name)["publishers"].append(_producer_report(producer))
+        for consumer in broker.local_consumers():
+            sub = consumer.subscription
+            # every consumer's subscription has a meter (Broker.subscribe makes it)
+            subs = report(sub.topic.full_name)["subscriptions"]
+            subs[sub.name]["consumers"].append(_consumer_report(consumer))
+        for topic, meters in list(self._topics.items()):
+            if topic in out:
+                continue
+            if meters.rate_in.idle and all(m.idle for m in meters.rate_out.values()):
+                # no clients and no traffic in the last interval: stop reporting it; its
+                # counters stay, should clients come back
+                continue
+            report(topic)
+        return out
+
+    async def report(self) -> None:
+        """Roll the meters and write this gateway's reports (pipelined)."""
+        self._roll()
+        broker = self._broker
+        ttl_ms = int(self.interval * STALE_INTERVALS * 1000)
+        stamp = int(time.time() * 1000)
+        calls = []
+        for topic, entry in self.reports().items():
+            entry["t"] = stamp
+            key = broker.schema.topic(topic).gateway_stats
+            calls.append(broker.storage.call("HSET", key, broker.gateway_id, json.dumps(entry)))
+            calls.append(broker.storage.call("PEXPIRE", key, ttl_ms))
+        if calls:
+            await asyncio.gather(*calls)
+
+    async def withdraw(self) -> None:
+        """Remove this gateway's reports (at shutdown)."""
+        broker = self._broker
+        calls = [
+            broker.storage.call("HDEL", broker.schema.topic(t).gateway_stats, broker.gateway_id)
+            for t in self._topics
+        ]
+        with contextlib.suppress(GatewayError):
+            await asyncio.gather(*calls)
+
+
+def fresh_reports(raw: list[Any], interval: float = REPORT_INTERVAL) -> list[dict[str, Any]]:
+    """The reports (JSON texts, a ``gateway-stats`` hash's values) that are not stale:
+    their gateway still lives."""
+    horizon = time.time() * 1000 - interval * STALE_INTERVALS * 1000
+    out = []
+    for value in raw:
+        try:
+            report = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(report, dict) and report.get("t", 0) >= horizon:
+            out.append(report)
+    return out
