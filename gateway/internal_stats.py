@@ -139,18 +139,21 @@ def _cursor(row: list[Any], stream: list[Any]) -> dict[str, Any]:
 async def internal_stats(broker: Broker, topic: TopicName) -> dict[str, Any]:
     """PersistentTopicInternalStats of a non-partitioned topic or one partition.
 
+    A non-persistent topic answers Pulsar's empty figures with its live subscriptions.
+
     Raises:
-        NotAllowed: a partitioned topic's base name (use :func:`partitioned_internal_stats`)
-            or a non-persistent topic.
+        NotAllowed: a partitioned topic's base name (use :func:`partitioned_internal_stats`).
         TopicNotFound: no such topic.
     """
-    if not topic.persistent:
-        raise NotAllowed("internalStats on a non-persistent topic is not allowed")
     if await broker.partitioned_topics.partitions(topic) > 0:
         raise NotAllowed(f"{topic} is a partitioned topic: ask for its partitioned-internalStats")
     handle = broker.topic(topic)
     keys = handle.keys
     names = [_text(n) for n in await broker.storage.call("HKEYS", keys.subscriptions)]
+    if not topic.persistent:
+        if not await broker.partitioned_topics.exists(topic):
+            raise TopicNotFound(f"Topic {topic} not found")
+        return _non_persistent(names)
     reply = await broker.storage.eval(
         "internal_stats",
         [keys.stream, keys.compacted, *(keys.consumers(n) for n in names)],
@@ -183,6 +186,45 @@ async def internal_stats(broker: Broker, topic: TopicName) -> dict[str, Any]:
         "compactedLedger": (
             _ledger(-1, int(compacted[0]), int(compacted[1])) if compacted else _ledger(-1, -1, -1)
         ),
+    }
+
+
+def _non_persistent(subscriptions: list[str]) -> dict[str, Any]:
+    """Pulsar ``NonPersistentTopic.getInternalStats``: nothing is stored, so every figure
+    keeps its default and each live subscription has an empty CursorStats."""
+    empty_cursor = {
+        "markDeletePosition": None,
+        "readPosition": None,
+        "waitingReadOp": False,
+        "pendingReadOps": 0,
+        "messagesConsumedCounter": 0,
+        "cursorLedger": 0,
+        "cursorLedgerLastEntry": 0,
+        "individuallyDeletedMessages": None,
+        "lastLedgerSwitchTimestamp": None,
+        "state": None,
+        "numberOfEntriesSinceFirstNotAckedMessage": 0,
+        "totalNonContiguousDeletedMessagesRange": 0,
+        "subscriptionHavePendingRead": False,
+        "subscriptionHavePendingReplayRead": False,
+        "properties": None,
+    }
+    return {
+        "entriesAddedCounter": 0,
+        "numberOfEntries": 0,
+        "totalSize": 0,
+        "currentLedgerEntries": 0,
+        "currentLedgerSize": 0,
+        "lastLedgerCreatedTimestamp": None,
+        "lastLedgerCreationFailureTimestamp": None,
+        "waitingCursorsCount": 0,
+        "pendingAddEntriesCount": 0,
+        "lastConfirmedEntry": None,
+        "state": None,
+        "ledgers": None,
+        "cursors": {name: dict(empty_cursor) for name in sorted(subscriptions)},
+        "schemaLedgers": None,
+        "compactedLedger": None,
     }
 
 

@@ -295,6 +295,18 @@ def test_expire_not_issued_on_an_empty_backlog(gateway, client_factory, topic):
     status, body = admin("POST", sub_url(gateway, topic, "s") + "/expireMessages/10")
     assert status == 409
     assert body["reason"].startswith("Expire message by timestamp not issued on topic")
+    # A connected consumer with a short backlog whose oldest message is younger than the
+    # age: "almost caught up", not issued either (PersistentSubscription.expireMessages).
+    client = client_factory(gateway.url)
+    consumer = client.subscribe(topic, "s", receiver_queue_size=1)
+    produce(client, topic, 3)
+    consumer.receive(timeout_millis=RECEIVE_MS)
+    assert admin("POST", sub_url(gateway, topic, "s") + "/expireMessages/60")[0] == 409
+    # With an age they all exceed, it is issued and the backlog is acknowledged.
+    time.sleep(1.1)
+    assert admin("POST", sub_url(gateway, topic, "s") + "/expireMessages/1") == (204, None)
+    stats = ok(admin("GET", f"{topic_url(gateway, topic)}/internalStats"))
+    assert stats["cursors"]["s"]["markDeletePosition"] == stats["lastConfirmedEntry"]
 
 
 def test_expire_by_position(gateway, client_factory, topic):
@@ -377,6 +389,32 @@ def test_reset_cursor_to_a_message_id(gateway, client_factory, topic, excluded):
     assert admin("POST", sub_url(gateway, topic, "s") + "/resetcursor", body) == (204, None)
     start = 2 if excluded else 1
     assert receive_all(consumer, 5 - start) == names(5, start=start)
+    assert_nothing(consumer)
+
+
+@pytest.mark.parametrize(
+    "sub_type",
+    [Shared, pulsar.ConsumerType.Failover, pulsar.ConsumerType.KeyShared],
+    ids=["Shared", "Failover", "Key_Shared"],
+)
+def test_reset_cursor_and_skip_on_each_subscription_type(gateway, client_factory, topic, sub_type):
+    client = client_factory(gateway.url)
+    consumer = client.subscribe(topic, "s", consumer_type=sub_type)
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(f"m-{i}".encode(), partition_key=f"k{i % 2}") for i in range(4)]
+    assert sorted(receive_all(consumer, 4)) == names(4)
+    assert admin("POST", sub_url(gateway, topic, "s") + "/resetcursor", position(ids[1])) == (
+        204,
+        None,
+    )
+    assert sorted(receive_all(consumer, 3, ack=False)) == names(4, start=1)
+    # Those three are unacked at the consumer: skipping 2 acknowledges m-1 and m-2 (the
+    # oldest of the backlog); a reset to earliest then brings everything back.
+    assert admin("POST", sub_url(gateway, topic, "s") + "/skip/2") == (204, None)
+    cursor = ok(admin("GET", f"{topic_url(gateway, topic)}/internalStats"))["cursors"]["s"]
+    assert cursor["markDeletePosition"] == f"{ids[2].ledger_id()}:{ids[2].entry_id()}"
+    assert admin("POST", sub_url(gateway, topic, "s") + "/resetcursor", "earliest") == (204, None)
+    assert sorted(receive_all(consumer, 4)) == names(4)
     assert_nothing(consumer)
 
 
@@ -609,6 +647,13 @@ def test_error_statuses(gateway, client_factory, topic):
             suffix
         )
 
+    # An unknown topic is named as such.
+    status, body = admin("POST", sub_url(gateway, f"{topic}-x", "s") + "/skip_all")
+    assert (status, body) == (
+        404,
+        {"reason": f"Topic persistent://public/default/{topic}-x not found"},
+    )
+
     ok(admin("PUT", sub_url(gateway, topic, "s"), "earliest"))
     reset = sub_url(gateway, topic, "s") + "/resetcursor"
     for raw in ("", "{", "[1]", '{"ledgerId": 1}', '{"ledgerId": "x", "entryId": 1}', '"middle"'):
@@ -639,7 +684,6 @@ def test_error_statuses(gateway, client_factory, topic):
         assert admin(method, np_sub + suffix)[0] == 405, suffix
     np_topic = topic_url(gateway, topic, "non-persistent")
     assert admin("GET", f"{np_topic}/lastMessageId")[0] == 405
-    assert admin("GET", f"{np_topic}/internalStats")[0] == 405
 
     # A partitioned topic's base name: per-partition operations are 405.
     ok(admin("PUT", f"{topic_url(gateway, topic)}-p/partitions", 2))
@@ -655,6 +699,9 @@ def test_non_persistent_subscription_listed_and_deleted(
     consumer = client.subscribe(np_topic, "live", consumer_type=Shared)
     url = topic_url(gateway, topic, "non-persistent")
     assert admin("GET", f"{url}/subscriptions") == (200, ["live"])
+    stats = ok(admin("GET", f"{url}/internalStats"))
+    assert stats["numberOfEntries"] == 0
+    assert list(stats["cursors"]) == ["live"]
     sub = sub_url(gateway, topic, "live", "non-persistent")
     assert admin("DELETE", sub)[0] == 412
     assert admin("DELETE", sub + "?force=true") == (204, None)
