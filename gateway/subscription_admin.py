@@ -324,6 +324,11 @@ class SubscriptionAdmin:
                 "Invalid parameter for expire message by position, partition index of "
                 "message position passed in doesn't match partition index for the topic."
             )
+        if position.is_earliest:
+            # before the first entry: nothing to expire, but the subscription must exist
+            if not await self._storage.call("HEXISTS", handle.keys.subscriptions, subscription):
+                raise await self._not_found(topic, subscription)
+            return True
         done = await self._expire(
             handle,
             subscription,
@@ -430,6 +435,8 @@ class SubscriptionAdmin:
             NotAllowed: a partitioned or non-persistent topic (405). MessageNotFound.
         """
         handle = await self._single(topic, "Get message by id")
+        if ledger_id < 0 or entry_id < 0:
+            raise MessageNotFound(f"Message not found: {ledger_id}:{entry_id}")
         sid = b"%d-%d" % (ledger_id, entry_id)
         found = await self._storage.call("XRANGE", handle.keys.stream, sid, sid)
         if not found:

@@ -110,8 +110,8 @@ def _int_field(body: dict[str, Any], name: str, default: int) -> int:
     value = body.get(name, default)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(web.HTTPBadRequest, f"Invalid ResetCursorData: {name} must be an integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value < 1 << 63:
+        raise _fail(web.HTTPBadRequest, f"Invalid ResetCursorData: {name} must be a long (>= -1)")
     return value
 
 

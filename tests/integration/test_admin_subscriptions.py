@@ -656,7 +656,16 @@ def test_error_statuses(gateway, client_factory, topic):
 
     ok(admin("PUT", sub_url(gateway, topic, "s"), "earliest"))
     reset = sub_url(gateway, topic, "s") + "/resetcursor"
-    for raw in ("", "{", "[1]", '{"ledgerId": 1}', '{"ledgerId": "x", "entryId": 1}', '"middle"'):
+    for raw in (
+        "",
+        "{",
+        "[1]",
+        '{"ledgerId": 1}',
+        '{"ledgerId": "x", "entryId": 1}',
+        '{"ledgerId": 1, "entryId": 18446744073709551615}',
+        '{"ledgerId": 1, "entryId": 2, "isExcluded": "yes"}',
+        '"middle"',
+    ):
         status, body = admin("POST", reset, raw=raw)
         assert status == 400, raw
         assert body["reason"]
