@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway import deduplication, delayed_delivery
+from gateway import backlog_quota, deduplication, delayed_delivery
 from gateway.compaction import CompactionService
 from gateway.config import GatewayConfig
 from gateway.consumer import (
@@ -46,6 +46,7 @@ from gateway.scheduled_messages import ScheduledMessages
 from gateway.schema_registry import SchemaData, SchemaRegistry
 from gateway.storage import Notifier, Storage
 from gateway.subscription import Subscription
+from gateway.tenants import Tenants
 from gateway.topic import Topic
 from gateway.topic_maintenance import TopicMaintenance
 from gateway.topic_metrics import TopicMetrics
@@ -93,6 +94,16 @@ class Broker:
         self.metrics = GatewayMetrics(config.cluster_name)
         self.policies = Policies(self.storage, self.notifier, self.schema)
         self.partitioned_topics = PartitionedTopics(self.storage, self.schema)
+        #: tenants and namespaces (admin API); every topic registration records its namespace
+        self.tenants = Tenants(
+            self.storage,
+            self.schema,
+            config.cluster_name,
+            self.partitioned_topics,
+            config.advertised_host,
+        )
+        self.tenants.advertise(config.port, config.http_port)
+        self.partitioned_topics.on_create = self.tenants.register_namespace
         self.producers = ProducerRegistry(
             self.storage, self.notifier, int(config.consumer_lease_seconds * 1000)
         )
@@ -129,6 +140,7 @@ class Broker:
     async def start(self) -> None:
         await self.storage.load_scripts()
         await self.notifier.start()
+        await self.tenants.start()
         self.policies.start()
         self.policies.on_change(self._policies_changed)
         self._lease_task = asyncio.get_running_loop().create_task(
@@ -175,7 +187,9 @@ class Broker:
         key = str(topic_name)
         topic = self._topics.get(key)
         if topic is None:
-            topic = self._topics[key] = Topic(topic_name, self.schema, self.storage)
+            topic = self._topics[key] = Topic(
+                topic_name, self.schema, self.storage, self.tenants.register_namespace
+            )
         return topic
 
     async def partitioned_metadata(self, name: TopicName | str) -> int:
@@ -204,6 +218,7 @@ class Broker:
             ProducerBusy: the name is in use, or a Shared producer meets an exclusive one.
             ProducerFenced: exclusive access refused or the topic epoch moved on.
             IncompatibleSchema: the schema cannot be registered on the topic.
+            ProducerBlockedQuotaExceeded: the backlog is over a ``producer_exception`` quota.
             StorageError: Redis failed.
         """
         topic = self.topic(name)
@@ -216,6 +231,7 @@ class Broker:
             np_producer = self.non_persistent.producer(topic, producer_name)
             np_producer.topic_meter = self.rates.topic(topic.full_name).rate_in
             return np_producer
+        await backlog_quota.check_producer(self.policies, self.storage, topic.name, topic.keys)
         producer = Producer(
             topic,
             producer_name,
@@ -233,6 +249,34 @@ class Broker:
             topic.name
         )
         await self.producers.add(producer)
+        return producer
+
+    async def publisher(self, name: TopicName | str, producer_name: str) -> Producer:
+        """A producer for one-off appends that is not registered with the fleet, as
+        Pulsar's REST produce publishes straight to the topic (``TopicsBase``
+        ``publishSingleMessageToPartition``): no producer-name exclusivity, no lease, the
+        topic's current deduplication and delayed-delivery policies.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+        """
+        topic = self.topic(name)
+        await topic.register()
+        producer: Producer
+        if not topic.name.persistent:
+            producer = self.non_persistent.producer(topic, producer_name)
+        else:
+            producer = Producer(
+                topic,
+                producer_name,
+                self.storage,
+                self.metrics,
+                uid=f"{self.gateway_id}-p{next(self._producer_uids)}",
+            )
+            producer.deduplication, producer.delayed_delivery = await self._producer_policies(
+                topic.name
+            )
+        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
         return producer
 
     async def close_producer(self, producer: Producer) -> None:

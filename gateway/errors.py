@@ -25,6 +25,17 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
     ├── TopicNotFound                                           -> TopicNotFound
     ├── MessageTooLarge                                         -> NotAllowedError
+    ├── ProducerBlockedQuotaExceeded  backlog quota exceeded,   -> ProducerBlocked-
+    │                                 policy producer_exception    QuotaExceededException
+    ├── TenantNotFound                tenant missing            (admin HTTP 404)
+    ├── NamespaceNotFound             namespace missing         (admin HTTP 404)
+    ├── InvalidNamespaceName          bad tenant/namespace name (admin HTTP 412)
+    ├── InvalidTenantInfo             TenantInfo refused        (admin HTTP 412)
+    ├── NotAllowed ...
+    │   ├── AlreadyExists             tenant/namespace exists   (admin HTTP 409)
+    │   ├── NotEmpty                  still has namespaces or   (admin HTTP 409)
+    │   │                             topics
+    │   └── ConcurrentModification    lost a compare-and-set    (admin HTTP 409)
     └── StorageError                  Redis failed (retriable)  -> PersistenceError
         └── ServiceNotReady           shutting down (retriable) -> ServiceNotReady
 
@@ -35,16 +46,23 @@ errors: a retriable error may succeed if the same request is sent again later.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyExists",
+    "ConcurrentModification",
     "ConsumerAssignError",
     "ConsumerBusy",
     "ConsumerNotFound",
     "GatewayError",
     "IncompatibleSchema",
+    "InvalidNamespaceName",
     "InvalidPartitionCount",
+    "InvalidTenantInfo",
     "InvalidTopicName",
     "MessageNotFound",
     "MessageTooLarge",
+    "NamespaceNotFound",
     "NotAllowed",
+    "NotEmpty",
+    "ProducerBlockedQuotaExceeded",
     "ProducerBusy",
     "ProducerFenced",
     "ProducerNotFound",
@@ -53,6 +71,7 @@ __all__ = [
     "SubscriptionBusy",
     "SubscriptionConflict",
     "SubscriptionNotFound",
+    "TenantNotFound",
     "TopicBusy",
     "TopicConflict",
     "TopicNotFound",
@@ -138,6 +157,40 @@ class StorageError(GatewayError):
 
 class ServiceNotReady(StorageError):
     """The gateway is starting or shutting down."""
+
+
+class TenantNotFound(GatewayError):
+    """The tenant does not exist."""
+
+
+class NamespaceNotFound(GatewayError):
+    """The namespace does not exist."""
+
+
+class InvalidNamespaceName(GatewayError):
+    """A tenant or namespace name that breaks Pulsar's ``NamedEntity`` rules."""
+
+
+class InvalidTenantInfo(GatewayError):
+    """A TenantInfo Pulsar refuses: no allowed cluster, a blank or unknown one, or an
+    admin role with surrounding whitespace (``TenantsBase.validateClustersAsync``)."""
+
+
+class AlreadyExists(NotAllowed):
+    """The tenant or namespace exists already."""
+
+
+class NotEmpty(NotAllowed):
+    """The tenant still has namespaces, or the namespace still has topics."""
+
+
+class ConcurrentModification(NotAllowed):
+    """Other admins kept changing the same policy; the request may be sent again."""
+
+
+class ProducerBlockedQuotaExceeded(GatewayError):
+    """The topic's backlog is over its quota and the quota's policy is
+    ``producer_exception`` (Pulsar's ``TopicBacklogQuotaExceededException``)."""
 
 
 class SubscriptionConflict(NotAllowed):

@@ -87,6 +87,7 @@ class Gateway:
             sockets = getattr(server, "sockets", None) or []
             if sockets:
                 self.http_port = sockets[0].getsockname()[1]
+        self.broker.tenants.advertise(self.port, self.http_port)
         log.info("HTTP (admin, metrics) on %s:%d", config.bind, self.http_port)
 
     async def stop(self) -> None:

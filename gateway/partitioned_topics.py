@@ -22,6 +22,7 @@ a topic busy (see docs/topics.md).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.errors import (
@@ -50,6 +51,13 @@ class PartitionedTopics:
     def __init__(self, storage: Storage, schema: KeySchema) -> None:
         self._storage = storage
         self._schema = schema
+        #: called with the namespace after an admin create (the broker records the
+        #: namespace in its tenant, as a producer's topic registration does)
+        self.on_create: Callable[[str], Awaitable[None]] | None = None
+
+    async def _created(self, topic: TopicName) -> None:
+        if self.on_create is not None:
+            await self.on_create(topic.namespace)
 
     def _namespace_keys(self, topic: TopicName) -> list[str]:
         ns = topic.namespace
@@ -119,6 +127,7 @@ class PartitionedTopics:
         if count < 1:
             raise InvalidPartitionCount("Number of partitions should be more than 0")
         await self._metadata("create", topic, count)
+        await self._created(topic)
 
     async def update_partitioned(self, topic: TopicName, count: int, force: bool) -> None:
         """Raise the partition count (Pulsar ``updatePartitionedTopic``).
@@ -158,6 +167,7 @@ class PartitionedTopics:
             TopicConflict: the name is taken by a topic of either kind.
         """
         await self._metadata("create-non-partitioned", topic)
+        await self._created(topic)
 
     # -- deletion ------------------------------------------------------------------------
 

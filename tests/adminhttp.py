@@ -42,6 +42,13 @@ def admin(
     return asyncio.run(call(method, url, body, raw))
 
 
+def admin_text(
+    method: str, url: str, body: Any = None, raw: bytes | str | None = None
+) -> tuple[int, str]:
+    """:func:`call_text` from synchronous code (for bodies that are not JSON)."""
+    return asyncio.run(call_text(method, url, body, raw))
+
+
 async def call_raw(method: str, url: str) -> tuple[int, dict[str, list[str]], bytes]:
     """One HTTP request answered with bytes (peeks): (status, headers by lower-case name,
     each with all its values, body)."""

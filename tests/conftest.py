@@ -68,12 +68,17 @@ def stream_key(topic: str) -> str:
 
 
 def data_keys(client: redis.Redis) -> list[str]:
-    """Every key in Redis but the fleet's bookkeeping (the gateway registry and the rate
-    reports, written by any live gateway), sorted."""
+    """Every key in Redis but the fleet's bookkeeping, sorted: the gateway registry and the
+    rate reports (written by any live gateway) and the tenant registry (which holds the
+    standalone defaults from the start). For tests that check what a topic leaves behind."""
+    schema = KeySchema()
+    registry = schema.tenant_namespaces("")
     return sorted(
-        k.decode()
-        for k in client.keys("*")
-        if k != b"pgw:gateways" and not k.endswith(b":gateway-stats")
+        key
+        for key in (k.decode() for k in client.keys("*"))
+        if key not in (schema.gateways, schema.tenants)
+        and not key.startswith(registry)
+        and not key.endswith(":gateway-stats")
     )
 
 

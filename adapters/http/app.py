@@ -13,7 +13,19 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from adapters.http import compaction, policies, scheduled, stats, subscriptions, topics
+from adapters.http import (
+    backlog_quota,
+    compaction,
+    lookup,
+    openapi,
+    policies,
+    rest_produce,
+    scheduled,
+    stats,
+    subscriptions,
+    tenants,
+    topics,
+)
 from gateway.broker import Broker
 
 __all__ = ["BROKER_KEY", "make_app"]
@@ -83,4 +95,9 @@ def make_app(broker: Broker) -> web.Application:
     scheduled.add_routes(app, BROKER_KEY)
     stats.add_routes(app, BROKER_KEY)
     subscriptions.add_routes(app, BROKER_KEY)
+    rest_produce.add_routes(app, BROKER_KEY)
+    tenants.add_routes(app, BROKER_KEY)
+    backlog_quota.add_routes(app, BROKER_KEY)
+    lookup.add_routes(app, BROKER_KEY)
+    openapi.add_routes(app)
     return app

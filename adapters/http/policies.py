@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -47,11 +47,11 @@ def _retention(value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
         raise ValueError('expected {"retentionTimeInMinutes": int, "retentionSizeInMB": int}')
     out = {}
-    for field in ("retentionTimeInMinutes", "retentionSizeInMB"):
-        item = value.get(field, 0)
+    for name in ("retentionTimeInMinutes", "retentionSizeInMB"):
+        item = value.get(name, 0)
         if isinstance(item, bool) or not isinstance(item, int) or item < -1:
-            raise ValueError(f"{field} must be an integer >= -1")
-        out[field] = item
+            raise ValueError(f"{name} must be an integer >= -1")
+        out[name] = item
     return out
 
 
@@ -65,14 +65,48 @@ class PolicySpec:
     validate: Callable[[Any], Any]
     topic_query: str | None = None  # topic-level value taken from this query parameter
     namespace_default: Callable[[Broker], Any] | None = None  # namespace GET when unset
+    #: the JSON schema of a value, for the OpenAPI description (adapters/http/openapi.py)
+    schema: dict[str, Any] = field(default_factory=dict)
+
+
+_INT_SCHEMA = {"type": "integer", "minimum": 0}
 
 
 POLICIES: tuple[PolicySpec, ...] = (
-    PolicySpec("deduplication", "deduplication", "deduplicationEnabled", _bool),
-    PolicySpec("messageTTL", "messageTTL", "messageTTL", _non_negative_int, "messageTTL"),
-    PolicySpec("retention", "retention", "retention", _retention),
     PolicySpec(
-        "compactionThreshold", "compactionThreshold", "compactionThreshold", _non_negative_int
+        "deduplication",
+        "deduplication",
+        "deduplicationEnabled",
+        _bool,
+        schema={"type": "boolean"},
+    ),
+    PolicySpec(
+        "messageTTL",
+        "messageTTL",
+        "messageTTL",
+        _non_negative_int,
+        "messageTTL",
+        schema=_INT_SCHEMA,
+    ),
+    PolicySpec(
+        "retention",
+        "retention",
+        "retention",
+        _retention,
+        schema={
+            "type": "object",
+            "properties": {
+                "retentionTimeInMinutes": {"type": "integer", "minimum": -1},
+                "retentionSizeInMB": {"type": "integer", "minimum": -1},
+            },
+        },
+    ),
+    PolicySpec(
+        "compactionThreshold",
+        "compactionThreshold",
+        "compactionThreshold",
+        _non_negative_int,
+        schema=_INT_SCHEMA,
     ),
     PolicySpec(
         DELAYED_DELIVERY_POLICY,
@@ -80,6 +114,16 @@ POLICIES: tuple[PolicySpec, ...] = (
         "delayedDelivery",
         lambda value: DelayedDeliveryPolicy.from_json(value).to_json(),
         namespace_default=lambda broker: broker.delayed_delivery.to_json(),
+        schema={
+            "type": "object",
+            "required": ["active"],
+            "properties": {
+                "active": {"type": "boolean"},
+                "tickTime": _INT_SCHEMA,
+                "maxDeliveryDelayInMillis": _INT_SCHEMA,
+                "fixedDeliveryDelayInMillis": _INT_SCHEMA,
+            },
+        },
     ),
 )
 

@@ -25,6 +25,7 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (errors.TopicNotFound, pb.TopicNotFound),
     (errors.NotAllowed, pb.NotAllowedError),
     (errors.MessageTooLarge, pb.NotAllowedError),
+    (errors.ProducerBlockedQuotaExceeded, pb.ProducerBlockedQuotaExceededException),
     (errors.ServiceNotReady, pb.ServiceNotReady),
     (errors.StorageError, pb.PersistenceError),
 )

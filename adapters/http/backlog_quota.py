@@ -1,0 +1,122 @@
+"""Admin REST v2: backlog quotas of namespaces and topics, with Pulsar's paths and JSON.
+
+Paths (``Namespaces.java``; ``PersistentTopics.java`` for topics, ``{domain}`` is
+``persistent`` or ``non-persistent``)::
+
+    GET    /admin/v2/namespaces/{tenant}/{ns}/backlogQuotaMap
+    POST   /admin/v2/namespaces/{tenant}/{ns}/backlogQuota?backlogQuotaType=
+    DELETE /admin/v2/namespaces/{tenant}/{ns}/backlogQuota?backlogQuotaType=
+    GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuotaMap?applied=
+    POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuota?backlogQuotaType=
+    DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/backlogQuota?backlogQuotaType=
+
+The map is Pulsar's ``backlog_quota_map``: ``{"destination_storage": {"limit": n,
+"limitSize": n, "limitTime": n, "policy": "producer_request_hold"}}`` (see
+:mod:`gateway.backlog_quota`); ``backlogQuotaType`` defaults to ``destination_storage``.
+
+Statuses: 204 for a change; 404 "Namespace does not exist"; 412 for an invalid name and
+for a quota at or above the retention limits ("Backlog Quota exceeds configured retention
+quota ..."); 400 for a body Jackson could not read (wrong types, unknown ``policy``) and for
+an unknown ``backlogQuotaType``. (JAX-RS answers an unconvertible query parameter with 404;
+here 404 always means something is missing, so a bad parameter is a 400.) A topic-level
+quota may be set before the topic exists, like the other topic policies here
+(:mod:`adapters.http.policies`). With ``applied=true`` the topic-level GET answers the
+quotas that apply: the topic's if it has any, else its namespace's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from adapters.http.tenants import Body, handler, read_json
+from adapters.http.topics import _fail, _flag, _topic
+from gateway.backlog_quota import (
+    BacklogQuotas,
+    exceeds_retention,
+    parse_backlog_quota,
+    parse_quota_type,
+)
+from gateway.broker import Broker
+from gateway.tenants import check_namespace_name
+
+__all__ = ["add_routes"]
+
+_TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
+_NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
+
+
+def _quotas(broker: Broker) -> BacklogQuotas:
+    return BacklogQuotas(broker.storage, broker.schema)
+
+
+async def _scope(broker: Broker, request: web.Request, topic_level: bool) -> str:
+    """The namespace or topic the path names: 412 when invalid, 404 for a namespace that
+    does not exist (``internalSetBacklogQuota``: "Namespace does not exist")."""
+    if topic_level:
+        return str(_topic(request))
+    namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+    check_namespace_name(namespace)
+    if not await broker.tenants.namespace_exists(namespace):
+        raise _fail(web.HTTPNotFound, "Namespace does not exist")
+    return namespace
+
+
+def _quota_type(request: web.Request) -> str:
+    try:
+        return parse_quota_type(request.query.get("backlogQuotaType"))
+    except ValueError as exc:
+        raise _fail(web.HTTPBadRequest, str(exc)) from None
+
+
+def _get_map(topic_level: bool) -> Body:
+    async def get_map(broker: Broker, request: web.Request) -> dict[str, Any]:
+        scope = await _scope(broker, request, topic_level)
+        quotas = await _quotas(broker).quota_map(scope, topic_level)
+        if not quotas and topic_level and _flag(request, "applied"):
+            namespace = _topic(request).namespace
+            quotas = await _quotas(broker).quota_map(namespace, topic_level=False)
+        return quotas
+
+    return get_map
+
+
+def _set(topic_level: bool) -> Body:
+    async def set_quota(broker: Broker, request: web.Request) -> None:
+        scope = await _scope(broker, request, topic_level)
+        quota_type = _quota_type(request)
+        value = await read_json(request)
+        if value is None:
+            raise _fail(web.HTTPBadRequest, "BacklogQuota is required")
+        try:
+            quota = parse_backlog_quota(value)
+        except ValueError as exc:
+            raise _fail(web.HTTPBadRequest, f"Invalid BacklogQuota: {exc}") from None
+        service = _quotas(broker)
+        if exceeds_retention(quota, await service.retention(scope, topic_level)):
+            level = "topic" if topic_level else "namespace"
+            raise _fail(
+                web.HTTPPreconditionFailed,
+                f"Backlog Quota exceeds configured retention quota for {level}. "
+                "Please increase retention quota and retry",
+            )
+        await service.change(scope, topic_level, quota_type, quota)
+
+    return set_quota
+
+
+def _remove(topic_level: bool) -> Body:
+    async def remove_quota(broker: Broker, request: web.Request) -> None:
+        scope = await _scope(broker, request, topic_level)
+        await _quotas(broker).change(scope, topic_level, _quota_type(request), None)
+
+    return remove_quota
+
+
+def add_routes(app: web.Application, broker_key: web.AppKey[Broker]) -> None:
+    """Register the namespace- and topic-level backlog quota routes."""
+    for base, topic_level in ((_NAMESPACE, False), (_TOPIC, True)):
+        app.router.add_get(f"{base}/backlogQuotaMap", handler(broker_key, _get_map(topic_level)))
+        app.router.add_post(f"{base}/backlogQuota", handler(broker_key, _set(topic_level)))
+        app.router.add_delete(f"{base}/backlogQuota", handler(broker_key, _remove(topic_level)))
