@@ -11,7 +11,9 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── NotAllowed                    refused by policy/state   -> NotAllowedError
     │   ├── TopicConflict             name in use, wrong kind   (admin HTTP 409)
     │   ├── TopicBusy                 consumers connected       (admin HTTP 412)
-    │   └── InvalidPartitionCount     e.g. fewer partitions     (admin HTTP 406/422)
+    │   ├── InvalidPartitionCount     e.g. fewer partitions     (admin HTTP 406/422)
+    │   ├── SubscriptionConflict      subscription exists       (admin HTTP 409)
+    │   └── SubscriptionBusy          consumers connected       (admin HTTP 412)
     ├── ConsumerBusy                  exclusive rule, type clash -> ConsumerBusy
     ├── ConsumerAssignError           Key_Shared ranges refused -> ConsumerAssignError
     ├── ProducerBusy                  producer name in use,     -> ProducerBusy
@@ -72,6 +74,8 @@ __all__ = [
     "ProducerNotFound",
     "ServiceNotReady",
     "StorageError",
+    "SubscriptionBusy",
+    "SubscriptionConflict",
     "SubscriptionNotFound",
     "TenantNotFound",
     "TopicBusy",
@@ -202,3 +206,11 @@ class AuthenticationError(GatewayError):
 
 class AuthorizationError(GatewayError):
     """The authenticated role may not do this (Pulsar answers ``AuthorizationError``)."""
+
+
+class SubscriptionConflict(NotAllowed):
+    """The subscription exists already (admin create)."""
+
+
+class SubscriptionBusy(NotAllowed):
+    """The subscription has connected consumers and the request did not force it."""

@@ -67,3 +67,22 @@ async def call_as(token: str | None, method: str, url: str, body: Any = None) ->
 def admin_as(token: str | None, method: str, url: str, body: Any = None) -> tuple[int, Any]:
     """:func:`call_as` from synchronous code."""
     return asyncio.run(call_as(token, method, url, body))
+
+
+async def call_raw(method: str, url: str) -> tuple[int, dict[str, list[str]], bytes]:
+    """One HTTP request answered with bytes (peeks): (status, headers by lower-case name,
+    each with all its values, body)."""
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    async with (
+        aiohttp.ClientSession(timeout=timeout) as session,
+        session.request(method, url) as resp,
+    ):
+        headers: dict[str, list[str]] = {}
+        for name, value in resp.headers.items():
+            headers.setdefault(name.lower(), []).append(value)
+        return resp.status, headers, await resp.read()
+
+
+def admin_raw(method: str, url: str) -> tuple[int, dict[str, list[str]], bytes]:
+    """:func:`call_raw` from synchronous code."""
+    return asyncio.run(call_raw(method, url))

@@ -23,6 +23,7 @@ from adapters.http import (
     rest_produce,
     scheduled,
     stats,
+    subscriptions,
     tenants,
     topics,
 )
@@ -95,6 +96,7 @@ def make_app(broker: Broker) -> web.Application:
     topics.add_routes(app, BROKER_KEY)
     scheduled.add_routes(app, BROKER_KEY)
     stats.add_routes(app, BROKER_KEY)
+    subscriptions.add_routes(app, BROKER_KEY)
     rest_produce.add_routes(app, BROKER_KEY)
     tenants.add_routes(app, BROKER_KEY)
     backlog_quota.add_routes(app, BROKER_KEY)

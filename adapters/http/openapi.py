@@ -446,6 +446,113 @@ def _policy_operations() -> dict[tuple[str, str], Doc]:
 
 OPERATIONS.update(_policy_operations())
 
+# -- subscriptions and cursors (adapters/http/subscriptions.py) -----------------------------
+
+_CURSOR = {
+    "oneOf": [
+        _obj(
+            ledgerId=_INT,
+            entryId=_INT,
+            partitionIndex={"type": "integer"},
+            isExcluded=_BOOL,
+            batchIndex={"type": "integer"},
+            properties=_STR_MAP,
+        ),
+        {"type": "string", "enum": ["latest", "earliest"]},
+    ],
+    "description": 'ResetCursorData / MessageIdImpl, or "latest" / "earliest"',
+}
+SCHEMAS["ResetCursorData"] = _CURSOR
+SCHEMAS["MessageIdImpl"] = _obj(
+    ledgerId=_INT, entryId=_INT, partitionIndex=_INT, batchIndex=_INT, batchSize=_INT
+)
+SCHEMAS["PersistentTopicInternalStats"] = _obj(
+    entriesAddedCounter=_INT,
+    numberOfEntries=_INT,
+    totalSize=_INT,
+    currentLedgerEntries=_INT,
+    currentLedgerSize=_INT,
+    lastLedgerCreatedTimestamp=_STR,
+    waitingCursorsCount=_INT,
+    pendingAddEntriesCount=_INT,
+    lastConfirmedEntry=_STR,
+    state=_STR,
+    ledgers={"type": "array", "items": {"type": "object"}},
+    cursors={"type": "object", "additionalProperties": {"type": "object"}},
+)
+SCHEMAS["PartitionedTopicInternalStats"] = _obj(
+    metadata={"$ref": "#/components/schemas/PartitionedTopicMetadata"},
+    partitions={
+        "type": "object",
+        "additionalProperties": {"$ref": "#/components/schemas/PersistentTopicInternalStats"},
+    },
+)
+_ENTRY = {"type": "string", "format": "binary"}
+_OCTETS = "application/octet-stream"
+OPERATIONS.update(
+    {
+        ("GET", f"{_TOPIC}/subscriptions"): Doc(
+            _SUBSCRIPTIONS, "List subscriptions (union over partitions)", response="NameList"
+        ),
+        ("PUT", _SUBSCRIPTION): Doc(
+            _SUBSCRIPTIONS,
+            "Create a subscription at a position (default latest)",
+            body="ResetCursorData",
+            query=(("replicated", "boolean"),),
+            ok=204,
+        ),
+        ("DELETE", _SUBSCRIPTION): Doc(
+            _SUBSCRIPTIONS, "Delete a subscription", query=(("force", "boolean"),), ok=204
+        ),
+        ("POST", f"{_SUBSCRIPTION}/skip/{{count}}"): Doc(
+            _SUBSCRIPTIONS, "Skip entries of the backlog", ok=204
+        ),
+        ("POST", f"{_SUBSCRIPTION}/skip_all"): Doc(_SUBSCRIPTIONS, "Clear the backlog", ok=204),
+        ("POST", f"{_SUBSCRIPTION}/expireMessages/{{seconds}}"): Doc(
+            _SUBSCRIPTIONS, "Expire messages older than an age", ok=204
+        ),
+        ("POST", f"{_SUBSCRIPTION}/expireMessages"): Doc(
+            _SUBSCRIPTIONS, "Expire messages up to a position", body="ResetCursorData", ok=204
+        ),
+        ("POST", f"{_TOPIC}/all_subscription/expireMessages/{{seconds}}"): Doc(
+            _SUBSCRIPTIONS, "Expire messages on every subscription", ok=204
+        ),
+        ("POST", f"{_SUBSCRIPTION}/resetcursor/{{timestamp}}"): Doc(
+            _SUBSCRIPTIONS, "Reset the cursor to a time (ms)", ok=204
+        ),
+        ("POST", f"{_SUBSCRIPTION}/resetcursor"): Doc(
+            _SUBSCRIPTIONS, "Reset the cursor to a position", body="ResetCursorData", ok=204
+        ),
+        ("GET", f"{_SUBSCRIPTION}/position/{{position}}"): Doc(
+            _SUBSCRIPTIONS,
+            "Peek the n-th entry of the backlog (X-Pulsar-* headers)",
+            response=_ENTRY,
+            content_type=_OCTETS,
+        ),
+        ("GET", f"{_TOPIC}/ledger/{{ledger}}/entry/{{entry}}"): Doc(
+            _TOPICS, "A message by id (X-Pulsar-* headers)", response=_ENTRY, content_type=_OCTETS
+        ),
+        ("GET", f"{_TOPIC}/examinemessage"): Doc(
+            _TOPICS,
+            "The n-th entry from the earliest or latest end",
+            response=_ENTRY,
+            query=(("initialPosition", "string"), ("messagePosition", "integer")),
+            content_type=_OCTETS,
+        ),
+        ("GET", f"{_TOPIC}/internalStats"): Doc(
+            _TOPICS, "Internal stats (one pseudo-ledger)", response="PersistentTopicInternalStats"
+        ),
+        ("GET", f"{_TOPIC}/partitioned-internalStats"): Doc(
+            _TOPICS,
+            "Internal stats of every partition",
+            response="PartitionedTopicInternalStats",
+        ),
+        ("GET", f"{_TOPIC}/lastMessageId"): Doc(
+            _TOPICS, "The last message id", response="MessageIdImpl"
+        ),
+    }
+)
+
 
 def served_operations(app: web.Application) -> list[tuple[str, str]]:
     """Every (method, canonical path) the app serves (HEAD twins of GET left out)."""

@@ -557,3 +557,91 @@ local function reap_expired(k, group, now, parked)
   end
   return moved
 end
+
+-- ---------------------------------------------------------------------------------------
+-- Cursor moves of the admin API (Pulsar ManagedCursor: skip, clear backlog, expire, reset
+-- to a batch index). A subscription's backlog, in Pulsar's order, is its pending entries
+-- (oldest first) followed by the entries after the group's cursor; acknowledging one means
+-- XACK, and forgetting it in the scheduled index and the ack sets, so no dispatch finds
+-- it again.
+
+-- Acknowledge pending entries `ids` of the subscription. Returns how many were pending.
+local function ack_pending(k, group, ids)
+  if #ids == 0 then return 0 end
+  local xack, zrem, hdel = {'XACK', k.stream, group}, {'ZREM', k.delayed}, {'HDEL', k.acksets}
+  for _, id in ipairs(ids) do
+    xack[#xack + 1] = id
+    zrem[#zrem + 1] = delay_member(id)
+    hdel[#hdel + 1] = id
+  end
+  redis.call(unpack(zrem))
+  redis.call(unpack(hdel))
+  return redis.call(unpack(xack))
+end
+
+-- Acknowledge every message up to `bound` (a stream id; '(' in front makes it exclusive):
+-- pending entries up to it are acked and a cursor behind it moves to the last entry up to
+-- it, so none of them is delivered. Returns how many pending entries were acked.
+local function ack_through(k, group, bound)
+  local acked = 0
+  while true do
+    local pending = redis.call('XPENDING', k.stream, group, '-', bound, 1000)
+    if #pending == 0 then break end
+    local ids = {}
+    for i, p in ipairs(pending) do ids[i] = p[1] end
+    acked = acked + ack_pending(k, group, ids)
+  end
+  local cursor = last_delivered(k.stream, group)
+  local last = redis.call('XREVRANGE', k.stream, bound, '(' .. cursor, 'COUNT', 1)[1]
+  if last then redis.call('XGROUP', 'SETID', k.stream, group, last[1]) end
+  return acked
+end
+
+-- Leave entry `id`, which must be the next one after the group's cursor, pending at
+-- `parked` with only the batch indexes of `ackset` ("1" = unacked) to deliver, as if the
+-- others had been acknowledged (Pulsar's position with an ack set, PIP-54). Returns false
+-- (changing nothing) when `id` is not the next entry.
+local function hold_partial(k, group, id, ackset, parked)
+  local cursor = last_delivered(k.stream, group)
+  local next_entry = redis.call('XRANGE', k.stream, '(' .. cursor, '+', 'COUNT', 1)[1]
+  if not next_entry or next_entry[1] ~= id then return false end
+  redis.call('XREADGROUP', 'GROUP', group, parked, 'COUNT', 1, 'STREAMS', k.stream, '>')
+  -- read, not sent: no delivery counted (see the rules at the top)
+  claim_justid(k.stream, group, parked, {id}, 0)
+  redis.call('HSET', k.acksets, id, ackset)
+  return true
+end
+
+-- The group id to set so that delivery starts at entry `id` (the id just before it).
+local function id_before(id)
+  local ms, seq = split_id(id)
+  if seq > 0 then return string.format('%d-%d', ms, seq - 1) end
+  if ms > 0 then return string.format('%d-18446744073709551615', ms - 1) end
+  return '0'
+end
+
+-- Where a ResetCursorData (ledgerId:entryId = stream id `id`, isExcluded, batchIndex)
+-- points, as Pulsar's PersistentTopicsBase.calculatePositionAckSet computes it: returns the
+-- position's stream id and, for a position inside a batch, the ack set of the batch
+-- indexes not yet consumed ("1"s; nil = the whole entry). Excluding an entry is Pulsar's
+-- PositionImpl.getNext(): entry id + 1 in the same ledger, here "ms-(seq+1)". The batch
+-- size comes from the stored entry (its `n` field; 0 when the entry is gone, which makes
+-- Pulsar fall back to the entry position).
+local function cursor_position(k, id, excluded, batch_index)
+  local size = 0
+  if batch_index >= 0 then
+    local entry = redis.call('XRANGE', k.stream, id, id)[1]
+    if entry then size = entry_size(entry[2]) end
+  end
+  local ms, seq = split_id(id)
+  local after = string.format('%d-%d', ms, seq + 1)
+  if size == 0 then
+    if excluded then return after, nil end
+    return id, nil
+  end
+  local consumed = batch_index
+  if excluded then consumed = batch_index + 1 end
+  if consumed >= size then return after, nil end
+  if consumed <= 0 then return id, nil end
+  return id, string.rep('0', consumed) .. string.rep('1', size - consumed)
+end
