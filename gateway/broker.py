@@ -15,6 +15,7 @@ import itertools
 import logging
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -235,27 +236,39 @@ class Broker:
             producer_name = Producer.generate_name(self.config.cluster_name, self.gateway_id)
             user_provided_name = False
         if not topic.name.persistent:
-            np_producer = self.non_persistent.producer(topic, producer_name)
-            np_producer.topic_meter = self.rates.topic(topic.full_name).rate_in
-            return np_producer
+            return await self._new_producer(topic, producer_name)
         await backlog_quota.check_producer(self.policies, self.storage, topic.name, topic.keys)
-        producer = Producer(
+        producer = await self._new_producer(
             topic,
             producer_name,
-            self.storage,
-            self.metrics,
-            uid=f"{self.gateway_id}-p{next(self._producer_uids)}",
             access_mode=access_mode,
             epoch=epoch,
             user_provided_name=user_provided_name,
         )
         producer.topic_epoch = topic_epoch
-        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
         producer.schema_version = version
-        producer.deduplication, producer.delayed_delivery = await self._producer_policies(
-            topic.name
-        )
         await self.producers.add(producer)
+        return producer
+
+    async def _new_producer(self, topic: Topic, producer_name: str, **options: Any) -> Producer:
+        """A producer on ``topic`` with its topic's meter and policies, not yet registered
+        with the fleet (``options``: Producer's access mode, epoch, user_provided_name)."""
+        producer: Producer
+        if not topic.name.persistent:
+            producer = self.non_persistent.producer(topic, producer_name)
+        else:
+            producer = Producer(
+                topic,
+                producer_name,
+                self.storage,
+                self.metrics,
+                uid=f"{self.gateway_id}-p{next(self._producer_uids)}",
+                **options,
+            )
+            producer.deduplication, producer.delayed_delivery = await self._producer_policies(
+                topic.name
+            )
+        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
         return producer
 
     async def publisher(self, name: TopicName | str, producer_name: str) -> Producer:
@@ -269,22 +282,7 @@ class Broker:
         """
         topic = self.topic(name)
         await topic.register()
-        producer: Producer
-        if not topic.name.persistent:
-            producer = self.non_persistent.producer(topic, producer_name)
-        else:
-            producer = Producer(
-                topic,
-                producer_name,
-                self.storage,
-                self.metrics,
-                uid=f"{self.gateway_id}-p{next(self._producer_uids)}",
-            )
-            producer.deduplication, producer.delayed_delivery = await self._producer_policies(
-                topic.name
-            )
-        producer.topic_meter = self.rates.topic(topic.full_name).rate_in
-        return producer
+        return await self._new_producer(topic, producer_name)
 
     async def close_producer(self, producer: Producer) -> None:
         """Release a producer (its client closed it, or the connection dropped)."""

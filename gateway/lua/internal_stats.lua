@@ -22,18 +22,12 @@ local stream, compacted = KEYS[1], KEYS[2]
 if redis.call('EXISTS', stream) == 0 then return {} end
 
 local info = redis.call('XINFO', 'STREAM', stream)
-local function info_field(list, name)
-  for i = 1, #list, 2 do
-    if list[i] == name then return list[i + 1] end
-  end
-  return nil
-end
 local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
 local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
 local stream_out = {
-  tonumber(info_field(info, 'length')),
-  info_field(info, 'last-generated-id'),
-  tonumber(info_field(info, 'entries-added') or -1),
+  tonumber(field(info, 'length')),
+  field(info, 'last-generated-id'),
+  tonumber(field(info, 'entries-added') or -1),
   first and first[1] or '',
   last and last[1] or '',
   redis.call('MEMORY', 'USAGE', stream) or 0,
@@ -46,7 +40,7 @@ end
 
 local groups = {}
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  groups[info_field(g, 'name')] = g
+  groups[field(g, 'name')] = g
 end
 local now = string.format('(%d', now_ms())
 
@@ -54,7 +48,7 @@ local cursors = {}
 for i, name in ipairs(ARGV) do
   local g = groups[name]
   if g then
-    local cursor = info_field(g, 'last-delivered-id')
+    local cursor = field(g, 'last-delivered-id')
     local summary = redis.call('XPENDING', stream, name)
     local pending = tonumber(summary[1])
     local first_unacked = pending > 0 and summary[2] or ''
@@ -91,7 +85,7 @@ for i, name in ipairs(ARGV) do
     end
     if read then since = since + 1 end
     cursors[#cursors + 1] = {
-      name, pending, cursor, tonumber(info_field(g, 'entries-read') or -1),
+      name, pending, cursor, tonumber(field(g, 'entries-read') or -1),
       md and md[1] or '', first_unacked, read and read[1] or '',
       redis.call('ZCOUNT', KEYS[2 + i], now, '+inf'), since, ranges,
     }
