@@ -155,10 +155,11 @@ async def read_topic(broker: Broker, topic: str) -> dict[str, Any] | None:
     )
     data: dict[str, Any] = json.loads(raw)
     data["persistent"] = handle.name.persistent
+    # Rate reports alone do not make a topic exist: a gateway may still report a topic just
+    # deleted (its meters saw traffic in the last interval).
     if (
         not int(data["added"])
         and not _list(data.get("subs"))
-        and not _list(data.get("reports"))
         and not await broker.partitioned_topics.exists(handle.name)
     ):
         return None

@@ -7,6 +7,7 @@ format. Unknown paths get a 404 with a JSON body, like the rest of the admin API
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -47,7 +48,9 @@ async def health(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     broker = request.app[BROKER_KEY]
     await broker.topic_metrics.refresh()
-    body = broker.metrics.render()
+    # Rendering thousands of series takes a while (prometheus_client's text encoder): in a
+    # thread, the event loop keeps serving the other clients between GIL switches.
+    body = await asyncio.to_thread(broker.metrics.render)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -3,6 +3,7 @@ and from every gateway's rate report, the same whichever gateway is asked."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -196,3 +197,22 @@ def test_non_persistent_topic_stats_list_consumers_and_rates(
     [c] = stats["subscriptions"]["live"]["consumers"]
     assert c["consumerName"] == "np-c" and c["msgOutCounter"] == 3
     assert stats["subscriptions"]["live"]["msgBacklog"] == 0
+
+
+def test_a_deleted_topic_stays_404_while_gateways_still_report_it(
+    gateway_factory: Callable[..., GatewayThread],
+    client_factory: Callable[..., Any],
+    topic: str,
+) -> None:
+    gw = gateway_factory(stats_interval_seconds=INTERVAL)
+    client = client_factory(gw.url)
+    producer = client.create_producer(topic)
+    for _ in range(5):
+        producer.send(b"x")
+    wait_for(lambda: _stats(gw, topic)["msgInCounter"] == 5)
+    producer.close()
+    url = f"{gw.http_url}/admin/v2/persistent/public/default/{topic}"
+    assert admin("DELETE", f"{url}?force=true")[0] == 204
+    for _ in range(3):  # across several report intervals
+        assert admin("GET", f"{url}/stats")[0] == 404
+        time.sleep(INTERVAL * 2)
