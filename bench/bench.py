@@ -329,6 +329,36 @@ class Watchdog:
                 os._exit(3)
 
 
+class BenchEnv:
+    """What every bench's run() sets up and tears down: a temp dir, one redis-server and one
+    gateway subprocess (set by the bench once started), a watchdog that cleans up when a
+    phase overruns, and a log with the time since start."""
+
+    def __init__(self, prefix: str) -> None:
+        self.started = time.monotonic()
+        self.workdir = Path(tempfile.mkdtemp(prefix=prefix))
+        self.rds: RedisServer | None = None
+        self.gw: GatewayProcess | None = None
+        #: cleared by the bench once it got through; a failed run dumps the gateway log
+        self.failed = True
+        self.watchdog = Watchdog(self.cleanup)
+
+    def log(self, msg: str) -> None:
+        print(f"[{time.monotonic() - self.started:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def cleanup(self) -> None:
+        gw, rds = self.gw, self.rds
+        if gw is not None:
+            if gw.proc.poll() is not None or self.failed:
+                print("--- gateway log (tail) ---", file=sys.stderr)
+                with contextlib.suppress(Exception):
+                    print(gw.log_text()[-4000:], file=sys.stderr, flush=True)
+            gw.stop()
+        if rds is not None:
+            rds.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
 # -- profiling --------------------------------------------------------------------------------
 
 
@@ -906,35 +936,17 @@ RAW_LABEL = {
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="pgw-bench-"))
+    env = BenchEnv("pgw-bench-")
+    log, cleanup, watchdog = env.log, env.cleanup, env.watchdog
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         if find_py_spy(args.py_spy) is None:
             raise BenchError("--profile needs py-spy (pip install py-spy, or --py-spy PATH)")
-    rds: RedisServer | None = None
-    gw: GatewayProcess | None = None
     bench: Bench | None = None
     results: dict[str, list[Sample]] = {}
     memory: dict[str, int] = {}
     soak: dict[str, Any] = {}
 
-    def log(msg: str) -> None:
-        print(f"[{time.monotonic() - started:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    def cleanup() -> None:
-        if gw is not None:
-            if gw.proc.poll() is not None or failed:
-                print("--- gateway log (tail) ---", file=sys.stderr)
-                with contextlib.suppress(Exception):
-                    print(gw.log_text()[-4000:], file=sys.stderr, flush=True)
-            gw.stop()
-        if rds is not None:
-            rds.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-    failed = True
-    watchdog = Watchdog(cleanup)
     case_limit = 2 * (60.0 + args.messages / 1000.0) + 60.0
 
     def guarded(name: str, fn: Callable[[], Sample]) -> None:
@@ -951,12 +963,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     try:
         with watchdog.phase("start-up", 120):
-            rds = RedisServer(workdir, args.aof)
+            rds = env.rds = RedisServer(env.workdir, args.aof)
             log(
                 f"redis-server {rds.version} on port {rds.port} "
                 f"(AOF {'everysec' if args.aof else 'off'})"
             )
-            gw = GatewayProcess(rds.url, workdir)
+            gw = env.gw = GatewayProcess(rds.url, env.workdir)
             watchdog.gateway = gw
             log(f"gateway pid {gw.pid} on {gw.url}")
             time.sleep(0.5)
@@ -987,9 +999,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 soak = bench.soak(args.soak)
             log(f"soak: {soak['rate']:,.0f} msg/s in {soak['seconds']:.1f}s")
         redis_mem = int(rds.client.info("memory")["used_memory"])
-        failed = False
+        env.failed = False
     except KeyboardInterrupt:
-        failed = False  # no log dump on ^C / SIGTERM
+        env.failed = False  # no log dump on ^C / SIGTERM
         raise
     finally:
         watchdog.gateway = None  # stopping it is no longer a failure
@@ -999,7 +1011,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cleanup()
         watchdog.stop()
 
-    runtime = time.monotonic() - started
+    runtime = time.monotonic() - env.started
     report(args, rds, gw, bench, results, memory, soak, redis_mem, runtime)
     return {
         "args": vars(args),

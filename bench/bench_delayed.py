@@ -50,14 +50,11 @@ import platform
 import random
 import secrets
 import shlex
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -69,11 +66,11 @@ from bench import (
     MIB,
     NAMESPACE,
     PAYLOAD_SIZE,
+    BenchEnv,
     BenchError,
     CpuMeter,
     GatewayProcess,
     RedisServer,
-    Watchdog,
     fmt_rate,
     git_describe,
     run_cli,
@@ -560,36 +557,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="pgw-bench-delayed-"))
-    rds: RedisServer | None = None
-    gw: GatewayProcess | None = None
+    env = BenchEnv("pgw-bench-delayed-")
+    log, cleanup, watchdog = env.log, env.cleanup, env.watchdog
     bench: DelayedBench | None = None
-    failed = True
     data: dict[str, Any] = {"args": vars(args)}
     timed: dict[str, Timed] = {}
 
-    def log(msg: str) -> None:
-        print(f"[{time.monotonic() - started:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    def cleanup() -> None:
-        if gw is not None:
-            if gw.proc.poll() is not None or failed:
-                print("--- gateway log (tail) ---", file=sys.stderr)
-                with contextlib.suppress(Exception):
-                    print(gw.log_text()[-4000:], file=sys.stderr, flush=True)
-            gw.stop()
-        if rds is not None:
-            rds.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-    watchdog = Watchdog(cleanup)
     n = args.scheduled
     try:
         with watchdog.phase("start-up", 120):
-            rds = RedisServer(workdir, aof=False)
+            rds = env.rds = RedisServer(env.workdir, aof=False)
             log(f"redis-server {rds.version} on port {rds.port} (AOF off)")
-            gw = GatewayProcess(rds.url, workdir)
+            gw = env.gw = GatewayProcess(rds.url, env.workdir)
             watchdog.gateway = gw
             log(f"gateway pid {gw.pid} on {gw.url}")
             bench = DelayedBench(args, rds, gw)
@@ -628,9 +607,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 data["raw_seed"] = bench.raw_seed()
                 data["raw_promotion"] = bench.raw_promotion()
                 bench.raw_drop()
-        failed = False
+        env.failed = False
     except KeyboardInterrupt:
-        failed = False
+        env.failed = False
         raise
     finally:
         watchdog.gateway = None
@@ -641,7 +620,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         watchdog.stop()
 
     data["timed"] = {k: v.__dict__ for k, v in timed.items()}
-    data["runtime_seconds"] = time.monotonic() - started
+    data["runtime_seconds"] = time.monotonic() - env.started
     report(args, data, timed)
     return data
 

@@ -63,15 +63,12 @@ import platform
 import re
 import secrets
 import shlex
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -83,11 +80,11 @@ from bench import (
     MIB,
     NAMESPACE,
     PAYLOAD_SIZE,
+    BenchEnv,
     BenchError,
     CpuMeter,
     GatewayProcess,
     RedisServer,
-    Watchdog,
     fmt_rate,
     git_describe,
     run_cli,
@@ -817,30 +814,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="pgw-bench-http-"))
-    rds: RedisServer | None = None
-    gw: GatewayProcess | None = None
+    env = BenchEnv("pgw-bench-http-")
+    log, cleanup, watchdog = env.log, env.cleanup, env.watchdog
     bench: HttpBench | None = None
-    failed = True
     results: list[Result] = []
     checks: dict[str, Any] = {}
 
-    def log(msg: str) -> None:
-        print(f"[{time.monotonic() - started:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    def cleanup() -> None:
-        if gw is not None:
-            if gw.proc.poll() is not None or failed:
-                print("--- gateway log (tail) ---", file=sys.stderr)
-                with contextlib.suppress(Exception):
-                    print(gw.log_text()[-4000:], file=sys.stderr, flush=True)
-            gw.stop()
-        if rds is not None:
-            rds.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-    watchdog = Watchdog(cleanup)
     n = args.messages
     case_limit = 2 * (120 + n / 250) + 60
 
@@ -856,9 +835,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     try:
         with watchdog.phase("start-up", 120):
-            rds = RedisServer(workdir, aof=False)
+            rds = env.rds = RedisServer(env.workdir, aof=False)
             log(f"redis-server {rds.version} on port {rds.port} (AOF off)")
-            gw = GatewayProcess(rds.url, workdir)
+            gw = env.gw = GatewayProcess(rds.url, env.workdir)
             watchdog.gateway = gw
             log(f"gateway pid {gw.pid}, HTTP on port {gw.http_port}")
             time.sleep(0.5)
@@ -910,9 +889,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             b.rss["end (all bench topics deleted)"] = gw.rss()
 
         case("deleting topics and checking for leaks", finish, 120 + m / 5)
-        failed = False
+        env.failed = False
     except KeyboardInterrupt:
-        failed = False
+        env.failed = False
         raise
     finally:
         watchdog.gateway = None
@@ -930,7 +909,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if re.search(r"WARNING|ERROR|CRITICAL|Traceback", line)
     ]
     checks["gateway log lines with WARNING/ERROR/Traceback"] = len(problems)
-    runtime = time.monotonic() - started
+    runtime = time.monotonic() - env.started
     report(args, rds, bench, results, checks, problems, runtime)
     return {
         "args": vars(args),
