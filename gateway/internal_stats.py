@@ -42,27 +42,16 @@ Pulsar field                           here
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from gateway.date_formatter import format_time
 from gateway.errors import NotAllowed, TopicNotFound
 from gateway.topic_name import TopicName
 
 if TYPE_CHECKING:
     from gateway.broker import Broker
 
-__all__ = ["format_time", "internal_stats", "partitioned_internal_stats"]
-
-
-def format_time(ms: int) -> str:
-    """Pulsar's ``DateFormatter.format``: ISO-8601 with offset, fraction digits as needed
-    (Java's ``ISO_OFFSET_DATE_TIME``); UTC here."""
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    millis = ms % 1000
-    if millis:
-        text += f".{millis:03d}".rstrip("0")
-    return text + "Z"
+__all__ = ["internal_stats", "partitioned_internal_stats"]
 
 
 def _text(value: Any) -> str:

@@ -265,6 +265,33 @@ class Producer:
         self._appended(blob, num_messages)
         return fut
 
+    def publish_message(
+        self,
+        blob: bytes,
+        sequence_id: int,
+        sticky_key: bytes | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
+    ) -> asyncio.Future[bytes | int | None]:
+        """Append one whole message (not a client batch, not a chunk), as the adapters
+        that build entries themselves do (WebSocket, REST): through :meth:`publish_checked`,
+        recording ``sequence_id``, when deduplication or exclusive access needs it, else
+        :meth:`publish`. Resolves as :meth:`publish_checked` does."""
+        if self.checked:
+            return self.publish_checked(
+                blob,
+                1,
+                sequence_id,
+                sequence_id if self.deduplication else None,
+                sticky_key,
+                publish_time=publish_time,
+                deliver_at=deliver_at,
+            )
+        return self.publish(  # type: ignore[return-value]
+            blob, 1, sticky_key, publish_time=publish_time, deliver_at=deliver_at
+        )
+
     def lost(self) -> None:
         """The fleet took this producer's registration away; tell its owner."""
         if self.closed:

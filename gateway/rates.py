@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gateway import date_formatter
 from gateway.errors import GatewayError
 
 if TYPE_CHECKING:
@@ -56,9 +57,7 @@ class ClientInfo:
 
     address: str = ""
     version: str = ""
-    connected_since: str = field(
-        default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    )
+    connected_since: str = field(default_factory=date_formatter.now)
 
 
 @dataclass(slots=True)

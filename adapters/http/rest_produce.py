@@ -192,20 +192,10 @@ async def _publish(
     blob = encode_entry(message, producer.name, sequence_id, now, schema_version=version)
     if len(blob) > broker.config.max_message_size:
         raise ValueError(f"Message size {len(blob)} exceeds maxMessageSize")
-    if producer.checked:
-        result = await producer.publish_checked(
-            blob,
-            1,
-            sequence_id,
-            sequence_id,
-            message.sticky_key,
-            publish_time=now,
-            deliver_at=message.deliver_at,
-        )
-        return result if isinstance(result, bytes) else None
-    return await producer.publish(
-        blob, 1, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
+    result = await producer.publish_message(
+        blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
     )
+    return result if isinstance(result, bytes) else None
 
 
 async def produce(broker: Broker, request: web.Request) -> dict[str, Any]:

@@ -49,8 +49,9 @@ from adapters.pulsar_binary.codec import CodecError, parse_blob
 from adapters.pulsar_binary.entry_format import decompress
 from gateway.broker import Broker
 from gateway.compaction import EntryFormatError
+from gateway.date_formatter import format_time
 from gateway.errors import GatewayError, NotAllowed, SubscriptionBusy, SubscriptionConflict
-from gateway.internal_stats import format_time, internal_stats, partitioned_internal_stats
+from gateway.internal_stats import internal_stats, partitioned_internal_stats
 from gateway.subscription_admin import CursorPosition, StoredEntry, SubscriptionAdmin
 from proto import PulsarApi_pb2 as pb
 

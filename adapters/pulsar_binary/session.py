@@ -133,8 +133,11 @@ class Session:
 
     async def _refusal(self, topic: str, check: _Check, message: str) -> GatewayError | None:
         """Why the connection's role may not do this on ``topic`` (``ServerCnx``
-        ``isTopicOperationAllowed``): None when allowed, else the error to answer with
-        (AuthorizationError with Pulsar's message, or the failure of the check itself)."""
+        ``isTopicOperationAllowed``): None when allowed (always, with authorization off),
+        else the error to answer with (AuthorizationError with Pulsar's message, or the
+        failure of the check itself)."""
+        if not self.broker.authorization.enabled:
+            return None
         try:
             if await check(parse_topic_name(topic), self.role):
                 return None
@@ -156,13 +159,11 @@ class Session:
 
     def _partitioned_metadata(self, cmd: c.PartitionedMetadata) -> None:
         async def run() -> None:
-            authz = self.broker.authorization
-            if authz.enabled:
-                message = "Client is not authorized to Get Partition Metadata"
-                refusal = await self._refusal(cmd.topic, authz.can_lookup, message)
-                if refusal is not None:
-                    self.conn.send_partition_metadata_error(cmd.request_id, *server_error(refusal))
-                    return
+            message = "Client is not authorized to Get Partition Metadata"
+            refusal = await self._refusal(cmd.topic, self.broker.authorization.can_lookup, message)
+            if refusal is not None:
+                self.conn.send_partition_metadata_error(cmd.request_id, *server_error(refusal))
+                return
             try:
                 partitions = await self.broker.partitioned_metadata(cmd.topic)
             except GatewayError as exc:
@@ -297,13 +298,12 @@ class Session:
 
         async def run() -> None:
             authz = self.broker.authorization
-            if authz.enabled:
-                refusal = await self._refusal(
-                    cmd.topic, authz.can_produce, "Client is not authorized to Produce"
-                )
-                if refusal is not None:
-                    self._error(cmd.request_id, refusal)
-                    return
+            refusal = await self._refusal(
+                cmd.topic, authz.can_produce, "Client is not authorized to Produce"
+            )
+            if refusal is not None:
+                self._error(cmd.request_id, refusal)
+                return
             try:
                 producer = await self.broker.create_producer(
                     cmd.topic,
@@ -486,13 +486,12 @@ class Session:
 
         async def run() -> None:
             authz = self.broker.authorization
-            if authz.enabled:
-                refusal = await self._refusal(
-                    cmd.topic, authz.can_consume, "Client is not authorized to subscribe"
-                )
-                if refusal is not None:
-                    self._error(cmd.request_id, refusal)
-                    return
+            refusal = await self._refusal(
+                cmd.topic, authz.can_consume, "Client is not authorized to subscribe"
+            )
+            if refusal is not None:
+                self._error(cmd.request_id, refusal)
+                return
             try:
                 topic = parse_topic_name(cmd.topic)
                 sub_type = SubscriptionType(cmd.sub_type)

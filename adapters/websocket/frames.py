@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.messages import ReceivedMessage, decode_message_id
+from gateway.date_formatter import format_time
 from gateway.message_id import MessageId
 from proto import PulsarApi_pb2 as pb
 
@@ -79,16 +80,6 @@ def _dumps(obj: dict[str, Any]) -> str:
 
 
 # -- times ---------------------------------------------------------------------------------------
-
-
-def format_time(ms: int) -> str:
-    """Milliseconds since the epoch as Java's ``ISO_OFFSET_DATE_TIME`` prints them in UTC:
-    seconds always, the fraction only when non-zero and without trailing zeros."""
-    moment = _EPOCH + dt.timedelta(milliseconds=ms)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if moment.microsecond:
-        text += "." + f"{moment.microsecond:06d}".rstrip("0")
-    return text + "Z"
 
 
 def parse_time(value: Any) -> int:

@@ -39,7 +39,6 @@ from adapters.websocket.params import ProducerParams
 from adapters.websocket.routing import PartitionRouter
 from adapters.websocket.session import Session
 from gateway.broker import Broker
-from gateway.deduplication import to_record
 from gateway.delayed_delivery import DeliveryDelayNotAllowed
 from gateway.errors import GatewayError, MessageTooLarge
 from gateway.message_id import MessageId
@@ -120,26 +119,13 @@ class TopicProducer:
         limit = self.broker.config.max_message_size
         if len(blob) > limit:
             raise MessageTooLarge(f"Message size {len(blob)} exceeds the maximum of {limit} bytes")
-        fut: asyncio.Future[bytes | int | None]
-        if producer.checked:
-            record = to_record(sequence_id, 1) if producer.deduplication else None
-            fut = producer.publish_checked(
-                blob,
-                1,
-                sequence_id,
-                record,
-                message.sticky_key,
-                publish_time=publish_time,
-                deliver_at=message.deliver_at,
-            )
-        else:
-            fut = producer.publish(  # type: ignore[assignment]
-                blob,
-                1,
-                message.sticky_key,
-                publish_time=publish_time,
-                deliver_at=message.deliver_at,
-            )
+        fut = producer.publish_message(
+            blob,
+            sequence_id,
+            message.sticky_key,
+            publish_time=publish_time,
+            deliver_at=message.deliver_at,
+        )
         return (index if self.router is not None else -1), fut
 
     async def close(self) -> None:
