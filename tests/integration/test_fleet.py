@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pulsar
@@ -11,7 +12,10 @@ import pytest
 from tests.conftest import TIMEOUT, wait_for
 
 
-def _drain(consumer: Any, into: list[bytes], stop: threading.Event) -> None:
+def _drain(consumer: Any, into: list[bytes], stop: threading.Event, pause: float = 0.0) -> None:
+    """Receive and ack until ``stop``; ``pause`` seconds per message stand for the work an
+    application does, so one fast consumer cannot take everything while the other
+    gateway's thread waits for CPU on a loaded machine."""
     while not stop.is_set():
         try:
             msg = consumer.receive(timeout_millis=200)
@@ -19,6 +23,7 @@ def _drain(consumer: Any, into: list[bytes], stop: threading.Event) -> None:
             continue
         into.append(msg.data())
         consumer.acknowledge(msg)
+        time.sleep(pause)
 
 
 def test_shared_subscription_split_across_gateways(gateway_factory, client_factory):
@@ -35,7 +40,8 @@ def test_shared_subscription_split_across_gateways(gateway_factory, client_facto
     got2: list[bytes] = []
     stop = threading.Event()
     threads = [
-        threading.Thread(target=_drain, args=(c, g, stop)) for c, g in ((c1, got1), (c2, got2))
+        threading.Thread(target=_drain, args=(c, g, stop, 0.002))
+        for c, g in ((c1, got1), (c2, got2))
     ]
     for t in threads:
         t.start()
