@@ -7,7 +7,7 @@ Usage::
 
 One run starts its own redis-server (temp dir, free port, no RDB snapshots, AOF off or,
 with ``--aof``, ``appendfsync everysec``) and one gateway subprocess on it
-(``python -m gateway.main``), then measures, with 100-byte payloads:
+(``python -m pulsar_gateway.server.main``), then measures, with 100-byte payloads:
 
 1. produce, batching ON: the official client (``send_async`` + ack callback, then
    ``flush()``; from the first send to the last ack) against raw redis-py pipelined ``XADD``,
@@ -203,7 +203,7 @@ class GatewayProcess:
             [
                 sys.executable,
                 "-m",
-                "gateway.main",
+                "pulsar_gateway.server.main",
                 "--redis-url",
                 redis_url,
                 "--port",
@@ -495,7 +495,7 @@ def summarize_profile(path: Path, top: int = 15) -> str:
 _BOILERPLATE = (
     "<frozen runpy>",
     "asyncio/runners.py",
-    "gateway/main.py",
+    "pulsar_gateway/server/main.py",
     "BaseEventLoop.run_forever ",
     "BaseEventLoop.run_until_complete ",
     "BaseEventLoop._run_once ",

@@ -76,7 +76,7 @@ from bench import (
     run_cli,
     wait_until,
 )
-from gateway.keys import DELAYED_CONSUMER, hash_tag
+from pulsar_gateway.core.storage.keys import DELAYED_CONSUMER, hash_tag
 
 SUBSCRIPTION = "bench-delayed"
 RAW_BATCH = 1000  # raw commands per pipeline execute(), members per ZADD, XREADGROUP COUNT

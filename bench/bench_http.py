@@ -89,7 +89,7 @@ from bench import (
     git_describe,
     run_cli,
 )
-from gateway.keys import KeySchema
+from pulsar_gateway.core.storage.keys import KeySchema
 
 T = TypeVar("T")
 

@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.config import GatewayConfig
-from gateway.keys import KeySchema
-from gateway.main import Gateway
-from gateway.topic_name import parse_topic_name
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.server.config import GatewayConfig
+from pulsar_gateway.server.main import Gateway
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = float(os.environ.get("PGW_TEST_TIME_SCALE", "1"))
@@ -228,7 +228,7 @@ class GatewayProcess:
             [
                 sys.executable,
                 "-m",
-                "gateway.main",
+                "pulsar_gateway.server.main",
                 "--port",
                 str(self.port),
                 "--http-port",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 
 def command(type_: int, **fields: Any) -> pb.BaseCommand:

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from adapters.pulsar_binary import codec
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, GatewayThread
 from tests.frames import command
 

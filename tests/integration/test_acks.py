@@ -19,9 +19,9 @@ from typing import Any
 import pulsar
 import pytest
 
-from gateway.keys import KeySchema
-from gateway.topic_name import parse_topic_name
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, stream_key, wait_for
 from tests.frames import command
 from tests.rawclient import RawConnection

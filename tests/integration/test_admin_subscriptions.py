@@ -2,9 +2,9 @@
 official client (pulsar-client 3.13): each operation's effect is observed on real consumers.
 
 Paths and statuses follow ``PersistentTopics.java`` / ``PersistentTopicsBase.java``; see
-``adapters/http/subscriptions.py``. Consumers that must see a cursor move start with an
-empty receiver queue (everything acknowledged), because a client keeps what it prefetched
-when its consumer is reconnected.
+``pulsar_gateway/adapters/http/subscriptions.py``. Consumers that must see a cursor move start with
+an empty receiver queue (everything acknowledged), because a client keeps what it prefetched when
+its consumer is reconnected.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from gateway.keys import KeySchema
-from gateway.topic_name import parse_topic_name
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin, admin_raw
 from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
 
@@ -524,7 +524,7 @@ def test_peek_nth_message_with_pulsar_headers(gateway, client_factory, topic):
 
 
 def test_peek_a_compressed_batch(gateway, client_factory, topic):
-    from adapters.pulsar_binary.codec import parse_batch
+    from pulsar_gateway.adapters.pulsar_binary.codec import parse_batch
 
     client = client_factory(gateway.url)
     ok(admin("PUT", sub_url(gateway, topic, "s"), "earliest"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway.keys import KeySchema
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin, admin_text
 from tests.conftest import TIMEOUT, stream_key
 

@@ -12,8 +12,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from gateway.keys import KeySchema
-from gateway.topic_name import parse_topic_name
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin, call
 from tests.conftest import TIMEOUT, data_keys, stream_key, wait_for
 
@@ -52,8 +52,13 @@ def test_create_get_list_partitioned_topic(gateway, topic, redis_clean):
     # getList lists the partitions, never the partitioned name (Pulsar creates them).
     assert admin("GET", base(gateway)) == (200, partitions(topic, 3))
     # The binary protocol answers the same count.
-    assert gateway.call(gateway.gateway.broker.partitioned_metadata(topic)) == 3
-    assert gateway.call(gateway.gateway.broker.partitioned_metadata(f"{topic}-partition-1")) == 0
+    assert gateway.call(gateway.gateway.services.topics.partitions(parse_topic_name(topic))) == 3
+    assert (
+        gateway.call(
+            gateway.gateway.services.topics.partitions(parse_topic_name(f"{topic}-partition-1"))
+        )
+        == 0
+    )
     # Metadata is one hash field in the namespace's hash.
     key = KeySchema().namespace_partitioned("public/default")
     assert redis_clean.hgetall(key) == {full(topic).encode(): b"3"}
@@ -280,4 +285,4 @@ def test_two_gateways_share_metadata_and_race_safely(gateway_factory, topic):
     assert asyncio.run(race()) == [204, 409, 409, 409, 409, 409]
     assert admin("GET", f"{base(b)}/{topic}/partitions") == (200, {"partitions": 4})
     assert admin("POST", f"{base(b)}/{topic}/partitions", 5) == (204, None)
-    assert a.call(a.gateway.broker.partitioned_metadata(topic)) == 5
+    assert a.call(a.gateway.services.topics.partitions(parse_topic_name(topic))) == 5

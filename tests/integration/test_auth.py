@@ -15,7 +15,7 @@ import pulsar
 import pytest
 import redis
 
-from gateway.keys import KeySchema
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin_as
 from tests.conftest import TIMEOUT, GatewayThread
 
@@ -92,7 +92,7 @@ def test_bad_or_missing_token_is_refused(
         with pytest.raises((pulsar.Timeout, pulsar.ConnectError, pulsar.AuthenticationError)):
             client.create_producer(topic)
     # Each attempt was answered ERROR(AuthenticationError); no producer reached the topic.
-    assert b'error="AuthenticationError"' in secured.gateway.broker.metrics.render()
+    assert b'error="AuthenticationError"' in secured.gateway.services.metrics.render()
     assert not redis_clean.exists(KeySchema().topic(topic).producers)
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from adapters.pulsar_binary import codec
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, GatewayThread
 from tests.frames import command
 from tests.rawclient import RawConnection, raw

@@ -17,9 +17,9 @@ import aiohttp
 import pulsar
 import pytest
 
-from gateway.keys import KeySchema
-from gateway.topic_name import parse_topic_name
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
 from tests.rawclient import raw
 
@@ -256,7 +256,7 @@ def test_compaction_is_incremental_and_survives_retention(
     for _ in range(2):
         consumer.acknowledge(consumer.receive(timeout_millis=RECEIVE_MS))
     wait_for(lambda: redis_clean.xpending(stream, "all")["pending"] == 0)
-    gw.call(gw.gateway.broker.maintenance.run_once())
+    gw.call(gw.gateway.core.maintenance.run_once())
     # ...so the acked history up to the horizon is gone, the two newer entries stay.
     assert redis_clean.xlen(stream) == 2
 
@@ -264,7 +264,7 @@ def test_compaction_is_incremental_and_survives_retention(
     compact(gw, topic)
     got = read_all(client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True))
     assert records(got) == [("k1", b"b"), ("k3", b"c"), ("k6", b"a")]
-    gw.call(gw.gateway.broker.maintenance.run_once())
+    gw.call(gw.gateway.core.maintenance.run_once())
     assert redis_clean.xlen(stream) == 0
 
 
@@ -288,7 +288,7 @@ def test_compacting_a_topic_without_entries_succeeds(
     compact(gw, topic)  # Pulsar: "Skip compaction of the empty topic", SUCCESS
     state = KeySchema().topic(parse_topic_name(topic)).compaction
     assert redis_clean.hget(state, "horizon") is None
-    assert gw.call(gw.gateway.broker.maintenance.run_once()).errors == 0
+    assert gw.call(gw.gateway.core.maintenance.run_once()).errors == 0
     produce(client, topic, [("k", b"v")], batching_enabled=False)
     reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
     assert records(read_all(reader)) == [("k", b"v")]

@@ -16,9 +16,9 @@ from typing import Any
 
 import aiohttp
 
-from adapters.pulsar_binary import codec
-from gateway.keys import KeySchema
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, free_port, stream_key, wait_for
 from tests.frames import command
 from tests.rawclient import RawConnection
@@ -30,7 +30,7 @@ NAMESPACE = "public/default"
 
 
 def enable(gw: Any, topic: str | None = None) -> None:
-    policies = gw.gateway.broker.policies
+    policies = gw.gateway.services.policies
     if topic is None:
         gw.call(policies.set_namespace(NAMESPACE, "deduplication", True))
     else:

@@ -63,8 +63,8 @@ import pulsar
 import pytest
 import redis
 
-from gateway.keys import DELAYED_CONSUMER, PARKED_CONSUMER, KeySchema
-from gateway.topic_name import parse_topic_name
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import DELAYED_CONSUMER, PARKED_CONSUMER, KeySchema
 from tests.conftest import TIMEOUT, free_port, wait_for
 
 Shared = pulsar.ConsumerType.Shared

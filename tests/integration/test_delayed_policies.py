@@ -21,10 +21,10 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapters.pulsar_binary import codec
-from gateway.delayed_delivery import DelayedDeliveryPolicy
-from gateway.keys import KeySchema
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.adminhttp import admin, call_text
 from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
 from tests.frames import command
@@ -129,7 +129,7 @@ def producer_policies(gw: GatewayThread, topic: str) -> list[DelayedDeliveryPoli
     async def read() -> list[DelayedDeliveryPolicy]:
         return [
             p.delayed_delivery
-            for p in gw.gateway.broker.producers.producers()
+            for p in gw.gateway.services.producers.producers()
             if p.topic.full_name == full(topic)
         ]
 

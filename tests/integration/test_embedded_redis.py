@@ -18,7 +18,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio
 
-from gateway.embedded_redis import EmbeddedRedis, EmbeddedRedisError, find_redis_server
+from pulsar_gateway.core.storage.embedded_redis import (
+    EmbeddedRedis,
+    EmbeddedRedisError,
+    find_redis_server,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +92,7 @@ def _process_gone(pid: int) -> bool:
 async def test_start_persists_across_restart(
     embedded: EmbeddedRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="gateway.embedded_redis")
+    caplog.set_level(logging.INFO, logger="pulsar_gateway.core.storage.embedded_redis")
     url = await embedded.start()
     socket_path = embedded.data_dir / "redis" / "redis.sock"
     assert url == f"unix://{socket_path}"
@@ -184,7 +188,7 @@ async def test_second_instance_on_same_dir_refused(embedded: EmbeddedRedis, bina
 _ORPHAN_SCRIPT = """
 import asyncio, os, sys
 import redis.asyncio
-from gateway.embedded_redis import EmbeddedRedis
+from pulsar_gateway.core.storage.embedded_redis import EmbeddedRedis
 
 async def main():
     server = EmbeddedRedis(sys.argv[1], binary=sys.argv[2])

@@ -18,9 +18,9 @@ import pulsar
 import pulsar.asyncio
 import pytest
 
-from gateway.keys import KeySchema
-from gateway.topic_name import parse_topic_name
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIME_SCALE, TIMEOUT, stream_key, wait_for
 from tests.frames import command
 from tests.rawclient import RawConnection

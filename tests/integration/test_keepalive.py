@@ -6,7 +6,7 @@ import time
 
 import pulsar
 
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT
 from tests.frames import command
 from tests.rawclient import RawConnection

@@ -1,12 +1,12 @@
 """Key_Shared subscriptions through the gateway with the official client (pulsar-client 3.13).
 
 A message's sticky key is its ordering key, else its partition key; its hash
-(``gateway.key_shared.sticky_key_hash``, Pulsar's Murmur3 into 0..65535) picks the consumer
-whose hash range covers it, so a key always goes to one consumer, in order. AUTO_SPLIT
-splits the space as consumers come and go (Pulsar
-``HashRangeAutoSplitStickyKeyConsumerSelector``); STICKY consumers bring their own ranges
-(``HashRangeExclusiveStickyKeyConsumerSelector``). The assignment lives in Redis
-(``ks-ranges``), shared by every gateway: the tests read it to compute who must get what.
+(``pulsar_gateway.core.model.key_shared.sticky_key_hash``, Pulsar's Murmur3 into 0..65535) picks the
+consumer whose hash range covers it, so a key always goes to one consumer, in order. AUTO_SPLIT
+splits the space as consumers come and go (Pulsar ``HashRangeAutoSplitStickyKeyConsumerSelector``);
+STICKY consumers bring their own ranges (``HashRangeExclusiveStickyKeyConsumerSelector``). The
+assignment lives in Redis (``ks-ranges``), shared by every gateway: the tests read it to compute who
+must get what.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pulsar
 import pulsar.asyncio
 import pytest
 
-from gateway.key_shared import parse_ranges, sticky_key_hash
-from gateway.keys import KeySchema
-from gateway.topic_name import parse_topic_name
+from pulsar_gateway.core.model.key_shared import parse_ranges, sticky_key_hash
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.conftest import TIMEOUT, stream_key, wait_for
 
 KeyShared = pulsar.ConsumerType.KeyShared

@@ -14,8 +14,8 @@ import pulsar.asyncio
 import pytest
 from pulsar.schema import BytesSchema
 
-from adapters.pulsar_binary.session import topics_hash
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.pulsar_binary.session import topics_hash
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.adminhttp import admin
 from tests.conftest import TIMEOUT
 from tests.integration.test_admin_topics import base

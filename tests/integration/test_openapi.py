@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from openapi_spec_validator import validate
 
-from adapters.http.app import make_app
-from adapters.http.openapi import OPERATIONS, served_operations
+from pulsar_gateway.adapters.http.app import make_app
+from pulsar_gateway.adapters.http.openapi import OPERATIONS, served_operations
 from tests.adminhttp import admin
 from tests.conftest import GatewayThread
 
@@ -15,7 +15,7 @@ def test_every_served_route_is_described(gateway: GatewayThread) -> None:
     status, spec = admin("GET", f"{gateway.http_url}/admin/v2/openapi.json")
     assert status == 200
     validate(spec)
-    app = make_app(gateway.gateway.broker)
+    app = make_app(gateway.gateway.services)
     served = served_operations(app)
     assert len(served) >= 50
     missing = [
@@ -33,7 +33,7 @@ def test_every_served_route_is_described(gateway: GatewayThread) -> None:
 
 
 def test_no_description_of_a_route_that_is_not_served(gateway: GatewayThread) -> None:
-    served = set(served_operations(make_app(gateway.gateway.broker)))
+    served = set(served_operations(make_app(gateway.gateway.services)))
     assert [op for op in OPERATIONS if op not in served] == []
 
 

@@ -44,7 +44,7 @@ def test_namespace_policy_set_get_delete(gateway, segment, value):
 
 def test_topic_policy_overrides_namespace(gateway):
     base = f"{gateway.http_url}/admin/v2"
-    policies = gateway.gateway.broker.policies
+    policies = gateway.gateway.services.policies
     topic = "persistent://public/default/policy-t"
     assert _request("POST", f"{base}/namespaces/public/default/messageTTL", 60)[0] == 204
     assert gateway.call(policies.effective(topic, "messageTTL")) == 60
@@ -67,7 +67,7 @@ def test_topic_policy_overrides_namespace(gateway):
 def test_policy_change_reaches_other_gateways(gateway_factory):
     first, second = gateway_factory(), gateway_factory()
     topic = "persistent://public/default/fleet-policy"
-    other = second.gateway.broker.policies
+    other = second.gateway.services.policies
     assert second.call(other.effective(topic, "deduplication")) is None  # now cached
     url = f"{first.http_url}/admin/v2/namespaces/public/default/deduplication"
     assert _request("POST", url, True)[0] == 204
@@ -95,4 +95,6 @@ def test_invalid_policy_values_are_refused(gateway, path, body, status):
     assert isinstance(reply, dict)
     assert reply["reason"]
     # nothing was stored
-    assert gateway.call(gateway.gateway.broker.policies.namespace_policies("public/default")) == {}
+    assert (
+        gateway.call(gateway.gateway.services.policies.namespace_policies("public/default")) == {}
+    )

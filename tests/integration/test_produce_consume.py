@@ -21,7 +21,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, stream_key, wait_for
 
 RECEIVE_MS = int(TIMEOUT * 1000)

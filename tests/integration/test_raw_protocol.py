@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import redis
 
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import stream_key
 from tests.frames import command
 from tests.rawclient import RawConnection

@@ -11,7 +11,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from adapters.messages import decode_message_id
+from pulsar_gateway.adapters.messages import decode_message_id
 from tests.adminhttp import admin
 from tests.conftest import GatewayThread, wait_for
 from tests.wsclient import connect, reader_url, unb64

@@ -16,9 +16,9 @@ import aiohttp
 import pulsar
 import pytest
 
-from gateway.keys import KeySchema
-from gateway.topic_maintenance import RoundResult
-from gateway.topic_name import parse_topic_name
+from pulsar_gateway.core.admin.topic_maintenance import RoundResult
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
 
 Shared = pulsar.ConsumerType.Shared
@@ -56,7 +56,7 @@ def entry_id(msg_id: Any) -> str:
 
 
 def step(gateway: GatewayThread) -> RoundResult:
-    result: RoundResult = gateway.call(gateway.gateway.broker.maintenance.run_once())
+    result: RoundResult = gateway.call(gateway.gateway.core.maintenance.run_once())
     return result
 
 
@@ -252,7 +252,7 @@ def test_one_gateway_of_the_fleet_does_each_topic_per_round(
     assert (done.topics, done.trimmed) == (1, 2)
     assert (skipped.topics, skipped.skipped) == (0, 1)
     lock = KeySchema().topic(parse_topic_name(topic)).maintenance_lock
-    assert redis_clean.get(lock).decode() == first.gateway.broker.gateway_id
+    assert redis_clean.get(lock).decode() == first.gateway.core.gateway_id
     assert 0 < redis_clean.pttl(lock) <= NO_LOOP * 1000
 
 

@@ -1,6 +1,6 @@
 """A subscription's scheduled (delayed) messages over the admin REST API, with aiohttp:
 list, cancel, reschedule (beyond Pulsar, whose delayed-delivery trackers cannot show or
-change what they hold; see ``adapters/http/scheduled.py`` for the paths and JSON).
+change what they hold; see ``pulsar_gateway/adapters/http/scheduled.py`` for the paths and JSON).
 
 Messages come from the official client's ``deliver_at`` / ``deliver_after``
 (MessageMetadata.deliver_at_time); subscriptions are Shared, where delayed messages are
@@ -17,8 +17,8 @@ import pulsar
 import pytest
 import redis
 
-from gateway.keys import KeySchema
-from gateway.topic_name import parse_topic_name
+from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread, stream_key
 

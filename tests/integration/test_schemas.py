@@ -15,7 +15,7 @@ import pulsar.asyncio
 import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT
 from tests.frames import command
 from tests.rawclient import RawConnection

@@ -8,11 +8,15 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from gateway.dispatcher import parse_deliveries
-from gateway.errors import StorageError
-from gateway.keys import PARKED_CONSUMER, KeySchema
-from gateway.scripts import STATUS_CONSUMER_BUSY, STATUS_CONSUMER_GONE, STATUS_OK
-from gateway.storage import Storage
+from pulsar_gateway.core.errors import ConsumerBusy, StorageError
+from pulsar_gateway.core.model.entry import entry_fields
+from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import acks, subscriptions
+from pulsar_gateway.core.storage.scripts import dispatch as scripts_dispatch
+from pulsar_gateway.core.storage.scripts.dispatch import DispatchReply, DispatchStatus
+from pulsar_gateway.core.storage.scripts.subscriptions import SubscribeReply
 
 KEYS = KeySchema("t").topic("persistent://public/default/scripts")
 SUB = "sub"
@@ -20,60 +24,62 @@ LEASE = 60_000
 
 
 @pytest.fixture
-async def storage(redis_clean, redis_url) -> AsyncIterator[Storage]:
+async def storage(redis_clean, redis_url) -> AsyncIterator[Lane]:
     client = Redis.from_url(redis_url, protocol=2)
-    s = Storage(client)
+    s = Lane(client)
     await s.load_scripts()
     yield s
     await s.close()
     await client.aclose()
 
 
-SUB_KEYS = KEYS.subscription_keys(SUB)
+SUB_KEYS = KEYS.subscription(SUB)
 
 
-async def subscribe(
-    storage: Storage,
+def subscribe(
+    storage: Lane,
     uid: str,
-    sub_type: int = 1,
-    position: str = "0",
-    *,
-    priority: int = 0,
-    partition: int = -1,
-    ks_mode: str = "",
-    ranges: str = "",
-) -> list:
-    return await storage.eval(
-        "subscribe",
+    sub_type: SubscriptionType = SubscriptionType.SHARED,
+    position: bytes = b"0",
+) -> asyncio.Future[SubscribeReply]:
+    return subscriptions.subscribe(
+        storage,
         SUB_KEYS,
-        [
-            *(SUB, sub_type, position, uid, f"name-{uid}", LEASE, PARKED_CONSUMER),
-            *(priority, partition, ks_mode, ranges, 0, 1),
-        ],
+        subscription=SUB,
+        subscription_type=sub_type,
+        start_position=position,
+        consumer=uid,
+        consumer_name=f"name-{uid}",
+        lease_ms=LEASE,
+        priority_level=0,
+        partition=-1,
+        key_shared=None,
+        durable=True,
     )
 
 
-async def dispatch(
-    storage: Storage,
+def dispatch(
+    storage: Lane,
     uid: str,
     permits: int,
     per_entry: float = 1,
-    sub_type: int = 1,
-    partition: int = -1,
-) -> list:
-    if sub_type == 3:
-        return await storage.eval(
-            "dispatch_key_shared", SUB_KEYS, [SUB, uid, permits, per_entry, LEASE, PARKED_CONSUMER]
-        )
-    return await storage.eval(
-        "dispatch",
+    sub_type: SubscriptionType = SubscriptionType.SHARED,
+) -> asyncio.Future[DispatchReply]:
+    return scripts_dispatch.dispatch(
+        storage,
         SUB_KEYS,
-        [SUB, uid, permits, per_entry, LEASE, PARKED_CONSUMER, sub_type, partition],
+        subscription=SUB,
+        consumer=uid,
+        permits=permits,
+        messages_per_entry=per_entry,
+        lease_ms=LEASE,
+        subscription_type=sub_type,
+        partition=-1,
     )
 
 
-async def append(storage: Storage, count: int, batch: int = 1) -> list[bytes]:
-    fields = ["m", b"blob"] + (["n", batch] if batch > 1 else [])
+async def append(storage: Lane, count: int, batch: int = 1) -> list[bytes]:
+    fields = entry_fields(b"blob", batch)
     return list(
         await asyncio.gather(
             *(storage.call("XADD", KEYS.stream, "*", *fields) for _ in range(count))
@@ -90,34 +96,36 @@ async def test_commands_of_one_tick_share_a_pipeline(storage):
 
 async def test_cold_script_cache_is_reloaded(storage):
     await storage.redis.script_flush()
-    code, *_ = await subscribe(storage, "g-1")
-    assert code == STATUS_OK
+    reply = await subscribe(storage, "g-1")
+    assert reply.handed_back == 0
 
 
 async def test_storage_error_when_redis_is_unreachable():
     client = Redis(host="127.0.0.1", port=1, protocol=2, socket_connect_timeout=0.5)
-    storage = Storage(client)
+    storage = Lane(client)
     with pytest.raises(StorageError):
         await storage.call("PING")
     await client.aclose()
 
 
 async def test_exclusive_rule_and_type_clash(storage):
-    assert (await subscribe(storage, "g-1", sub_type=0))[0] == STATUS_OK
-    assert (await subscribe(storage, "g-2", sub_type=0))[0] == STATUS_CONSUMER_BUSY
-    assert (await subscribe(storage, "g-3", sub_type=1))[0] == STATUS_CONSUMER_BUSY
+    await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
+    with pytest.raises(ConsumerBusy):
+        await subscribe(storage, "g-2", sub_type=SubscriptionType.EXCLUSIVE)
+    with pytest.raises(ConsumerBusy):
+        await subscribe(storage, "g-3", sub_type=SubscriptionType.SHARED)
 
 
 async def test_dispatch_honours_permits_in_messages(storage):
     await subscribe(storage, "g-1")
     ids = await append(storage, 5, batch=10)  # 5 entries of 10 messages
     reply = await dispatch(storage, "g-1", permits=25, per_entry=1)
-    got = parse_deliveries(reply)
+    got = reply.deliveries
     # entries are sent while a permit remains: 10 + 10 + 10 (the last overshoots)
     assert [d.stream_id for d in got] == ids[:3]
     assert {d.num_messages for d in got} == {10}
     # the entries read beyond the permits were un-read: the next call starts at entry 4
-    assert [d.stream_id for d in parse_deliveries(await dispatch(storage, "g-1", 100))] == ids[3:]
+    assert [d.stream_id for d in (await dispatch(storage, "g-1", 100)).deliveries] == ids[3:]
     pending = await storage.call("XPENDING", KEYS.stream, SUB)
     assert pending[0] == 5
 
@@ -126,14 +134,18 @@ async def test_parked_entries_come_first_with_their_count(storage):
     await subscribe(storage, "g-1")
     await subscribe(storage, "g-2")
     ids = await append(storage, 4)
-    first = parse_deliveries(await dispatch(storage, "g-1", 2))
+    first = (await dispatch(storage, "g-1", 2)).deliveries
     assert [d.stream_id for d in first] == ids[:2]
     # g-2 cannot redeliver g-1's entries; g-1 can
-    moved = await storage.eval("redeliver", SUB_KEYS, [SUB, "g-2", PARKED_CONSUMER, ids[0]])
+    moved = await acks.redeliver(
+        storage, SUB_KEYS, subscription=SUB, consumer="g-2", stream_ids=[ids[0]]
+    )
     assert moved == 0
-    moved = await storage.eval("redeliver", SUB_KEYS, [SUB, "g-1", PARKED_CONSUMER, ids[1]])
+    moved = await acks.redeliver(
+        storage, SUB_KEYS, subscription=SUB, consumer="g-1", stream_ids=[ids[1]]
+    )
     assert moved == 1
-    again = parse_deliveries(await dispatch(storage, "g-2", 10))
+    again = (await dispatch(storage, "g-2", 10)).deliveries
     assert [d.stream_id for d in again] == [ids[1], ids[2], ids[3]]
     assert [d.redelivery_count for d in again] == [1, 0, 0]
 
@@ -143,46 +155,48 @@ async def test_release_and_reap_hand_entries_back(storage):
     await subscribe(storage, "g-2")
     ids = await append(storage, 3)
     await dispatch(storage, "g-1", 3)
-    handed = await storage.eval("release_consumer", SUB_KEYS, [SUB, "g-1", PARKED_CONSUMER])
+    handed = await subscriptions.release_consumer(
+        storage, SUB_KEYS, subscription=SUB, consumer="g-1"
+    )
     assert handed == 3
-    assert (await dispatch(storage, "g-1", 1)) == [STATUS_CONSUMER_GONE]
-    got = parse_deliveries(await dispatch(storage, "g-2", 10))
+    assert (await dispatch(storage, "g-1", 1)).status is DispatchStatus.CONSUMER_GONE
+    got = (await dispatch(storage, "g-2", 10)).deliveries
     assert [(d.stream_id, d.redelivery_count) for d in got] == [(i, 1) for i in ids]
     # g-2's lease expires: the next subscribe reaps it and its entries go back
     await storage.call("ZADD", KEYS.consumers(SUB), 1, "g-2")
-    code, _, handed_back, _ = await subscribe(storage, "g-3")
-    assert (code, handed_back) == (STATUS_OK, 3)
-    got = parse_deliveries(await dispatch(storage, "g-3", 10))
+    reply = await subscribe(storage, "g-3")
+    assert reply.handed_back == 3
+    got = (await dispatch(storage, "g-3", 10)).deliveries
     assert [d.redelivery_count for d in got] == [2, 2, 2]
 
 
 async def test_cumulative_ack_moves_the_cursor(storage):
-    await subscribe(storage, "g-1", sub_type=0)
+    await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
     ids = await append(storage, 6)
-    await dispatch(storage, "g-1", 2)
-    acked = await storage.eval("cumulative_ack", [KEYS.stream, KEYS.ack_sets(SUB)], [SUB, ids[3]])
+    await dispatch(storage, "g-1", 2, sub_type=SubscriptionType.EXCLUSIVE)
+    acked = await acks.cumulative_ack(storage, SUB_KEYS, subscription=SUB, upto=ids[3])
     assert acked == 2
-    got = parse_deliveries(await dispatch(storage, "g-1", 10))
+    got = (await dispatch(storage, "g-1", 10, sub_type=SubscriptionType.EXCLUSIVE)).deliveries
     assert [d.stream_id for d in got] == ids[4:]
 
 
 async def test_unsubscribe_refused_while_others_attached(storage):
     await subscribe(storage, "g-1")
     await subscribe(storage, "g-2")
-    keys = SUB_KEYS
-    code, _ = await storage.eval("unsubscribe", keys, [SUB, "g-1", PARKED_CONSUMER])
-    assert code == STATUS_CONSUMER_BUSY
+    with pytest.raises(ConsumerBusy):
+        await subscriptions.unsubscribe(storage, SUB_KEYS, subscription=SUB, consumer="g-1")
     await storage.call("ZREM", KEYS.consumers(SUB), "g-2")
-    code, _ = await storage.eval("unsubscribe", keys, [SUB, "g-1", PARKED_CONSUMER])
-    assert code == STATUS_OK
+    await subscriptions.unsubscribe(storage, SUB_KEYS, subscription=SUB, consumer="g-1")
     assert await storage.call("XINFO", "GROUPS", KEYS.stream) == []
     assert not await storage.call("EXISTS", KEYS.consumers(SUB), KEYS.subscriptions)
 
 
 async def test_lease_renewal_reports_lost_consumers(storage):
     await subscribe(storage, "g-1")
-    lost = await storage.eval("renew_leases", [KEYS.consumers(SUB)], [LEASE, "g-1", "g-9"])
-    assert lost == [b"g-9"]
+    lost = await subscriptions.renew_leases(
+        storage, SUB_KEYS, lease_ms=LEASE, consumers=["g-1", "g-9"]
+    )
+    assert lost == ["g-9"]
 
 
 async def test_lane_fails_then_reconnects_after_connection_loss(storage):
@@ -216,8 +230,9 @@ async def test_script_flush_mid_stream_keeps_call_order(storage):
     await storage.redis.script_flush()
     calls = []
     for i in range(30):
-        calls.append(subscribe(storage, f"g-{i:02d}", sub_type=0))
+        calls.append(subscribe(storage, f"g-{i:02d}", sub_type=SubscriptionType.EXCLUSIVE))
         if i % 5 == 0:
             await asyncio.sleep(0)  # several pipelines in flight before the first reply
-    replies = await asyncio.gather(*calls)
-    assert [r[0] for r in replies] == [STATUS_OK] + [STATUS_CONSUMER_BUSY] * 29
+    replies = await asyncio.gather(*calls, return_exceptions=True)
+    assert isinstance(replies[0], SubscribeReply)
+    assert all(isinstance(r, ConsumerBusy) for r in replies[1:])

@@ -12,7 +12,7 @@ import aiohttp
 import pulsar
 import pytest
 
-from adapters.messages import decode_message_id
+from pulsar_gateway.adapters.messages import decode_message_id
 from tests.adminhttp import call
 from tests.conftest import TIMEOUT, stream_key
 from tests.wsclient import b64, connect, consumer_url, full, producer_url, refused, unb64
@@ -407,7 +407,7 @@ async def test_consumer_closed_by_the_gateway_closes_the_socket(gateway: Any, to
         async def storage_failure() -> None:
             # what the core does when a Redis call for the consumer failed: close it
             # and hand its messages back
-            for consumer in list(gateway.gateway.broker.local_consumers()):
+            for consumer in list(gateway.gateway.services.subscriptions.consumers()):
                 consumer.abandon()
 
         gateway.call(storage_failure())

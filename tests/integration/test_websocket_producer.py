@@ -13,10 +13,10 @@ from typing import Any
 import pulsar
 import pytest
 
-from adapters.messages import decode_message_id
-from adapters.pulsar_binary.codec import parse_blob
-from adapters.websocket.params import COMPRESSION_TYPES
-from adapters.websocket.routing import java_string_hash, murmur3_32_hash
+from pulsar_gateway.adapters.messages import decode_message_id
+from pulsar_gateway.adapters.pulsar_binary.codec import parse_blob
+from pulsar_gateway.adapters.websocket.params import COMPRESSION_TYPES
+from pulsar_gateway.adapters.websocket.routing import java_string_hash, murmur3_32_hash
 from tests.adminhttp import call
 from tests.conftest import TIMEOUT, stream_key
 from tests.wsclient import b64, connect, full, producer_url, refused, unb64

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pulsar
 
-from adapters.messages import decode_message_id
+from pulsar_gateway.adapters.messages import decode_message_id
 from tests.adminhttp import call
 from tests.conftest import TIMEOUT, stream_key
 from tests.wsclient import (

@@ -1,5 +1,6 @@
-"""Token validation (gateway.authentication) and the CONNECT handshake with authentication
-(adapters.pulsar_binary.connection), without sockets or Redis. Tokens are signed here with
+"""Token validation (pulsar_gateway.core.policies.authentication) and the CONNECT handshake with
+authentication (pulsar_gateway.adapters.pulsar_binary.connection), without sockets or Redis. Tokens
+are signed here with
 PyJWT, as an operator's tooling would sign them."""
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from adapters.pulsar_binary import codec
-from adapters.pulsar_binary.connection import ConnectionState, ServerConnection
-from gateway.authentication import (
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.adapters.pulsar_binary.connection import ConnectionState, ServerConnection
+from pulsar_gateway.core.errors import AuthenticationError
+from pulsar_gateway.core.policies.authentication import (
     AuthenticatedRole,
     AuthenticationProviderToken,
     AuthenticationService,
     bearer_token,
     read_key,
 )
-from gateway.config import GatewayConfig, parse_config
-from gateway.errors import AuthenticationError
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+from pulsar_gateway.server.config import GatewayConfig, parse_config
 from tests.frames import command
 
 T = pb.BaseCommand.Type
@@ -169,7 +170,7 @@ def test_rs256_public_key_from_a_der_file(rsa_key: rsa.RSAPrivateKey, tmp_path: 
     path = tmp_path / "public.key"
     path.write_bytes(der(rsa_key))
     config = GatewayConfig(authentication_enabled=True, token_public_key=f"file://{path}")
-    verifier = AuthenticationProviderToken.from_config(config)
+    verifier = _provider(config)
     token = jwt.encode({"sub": "app"}, rsa_key, algorithm="RS256")
     assert verifier.authenticate(token).role == "app"
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -180,7 +181,7 @@ def test_rs256_public_key_from_a_der_file(rsa_key: rsa.RSAPrivateKey, tmp_path: 
 def test_es256_public_key_as_pem_data_url(ec_key: ec.EllipticCurvePrivateKey) -> None:
     url = "data:;base64," + base64.b64encode(pem(ec_key)).decode()
     config = GatewayConfig(authentication_enabled=True, token_public_key=url)
-    verifier = AuthenticationProviderToken.from_config(config)
+    verifier = _provider(config)
     assert verifier.algorithms == ["ES256"]
     token = jwt.encode({"sub": "app"}, ec_key, algorithm="ES256")
     assert verifier.authenticate(token).role == "app"
@@ -227,10 +228,28 @@ def test_read_key_refuses(value: str) -> None:
         read_key(value)
 
 
+def _provider(config: GatewayConfig) -> AuthenticationProviderToken:
+    """The provider the composition root builds from a configuration."""
+    return AuthenticationProviderToken.from_settings(
+        secret_key=config.token_secret_key,
+        public_key=config.token_public_key,
+        role_claim=config.token_auth_claim,
+    )
+
+
+def _service(config: GatewayConfig) -> AuthenticationService:
+    return AuthenticationService.from_settings(
+        enabled=config.authentication_enabled,
+        secret_key=config.token_secret_key,
+        public_key=config.token_public_key,
+        role_claim=config.token_auth_claim,
+    )
+
+
 def test_from_config_needs_a_key() -> None:
     with pytest.raises(ValueError, match="token_secret_key or token_public_key"):
-        AuthenticationService.from_config(GatewayConfig(authentication_enabled=True))
-    assert not AuthenticationService.from_config(GatewayConfig()).enabled
+        _service(GatewayConfig(authentication_enabled=True))
+    assert not _service(GatewayConfig()).enabled
 
 
 def test_secret_key_wins_over_public_key(rsa_key: rsa.RSAPrivateKey) -> None:
@@ -239,7 +258,7 @@ def test_secret_key_wins_over_public_key(rsa_key: rsa.RSAPrivateKey) -> None:
         token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
         token_public_key="data:;base64," + base64.b64encode(der(rsa_key)).decode(),
     )
-    assert AuthenticationProviderToken.from_config(config).algorithms == ["HS256"]
+    assert _provider(config).algorithms == ["HS256"]
 
 
 def test_config_flags_and_environment() -> None:

@@ -1,4 +1,4 @@
-"""adapters.pulsar_binary.codec: frames as data, no sockets.
+"""pulsar_gateway.adapters.pulsar_binary.codec: frames as data, no sockets.
 
 Every decoder case goes through ``tr`` (after h11's tests/test_io.py): the
 input whole, the input one byte at a time, and the input followed by the
@@ -20,8 +20,8 @@ from google.protobuf.message import EncodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.pulsar_binary import codec
-from adapters.pulsar_binary.codec import (
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.adapters.pulsar_binary.codec import (
     DEFAULT_MAX_MESSAGE_SIZE,
     FRAME_PADDING,
     MAGIC_BROKER_ENTRY_METADATA,
@@ -42,7 +42,7 @@ from adapters.pulsar_binary.codec import (
     parse_batch,
     parse_blob,
 )
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 T = pb.BaseCommand  # command type constants: T.PING, T.SEND, ...
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from gateway.config import ENV_PREFIX, GatewayConfig, build_parser, parse_config
+from pulsar_gateway.server.config import ENV_PREFIX, GatewayConfig, build_parser, parse_config
 
 # Every option: (field, flag, environment variable, a valid raw value, its parsed value).
 OPTIONS = [

@@ -17,21 +17,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.pulsar_binary import codec
-from adapters.pulsar_binary.commands import (
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.adapters.pulsar_binary.commands import (
     Connect,
     Flow,
     Producer,
     Send,
     Unsupported,
 )
-from adapters.pulsar_binary.connection import (
+from pulsar_gateway.adapters.pulsar_binary.connection import (
     ACCEPTS,
     PROTOCOL_VERSION,
     ConnectionState,
     ServerConnection,
 )
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.frames import command
 
 T = pb.BaseCommand.Type

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.deduplication import to_record
+from pulsar_gateway.core.policies.deduplication import to_record
 
 
 def test_a_single_message_records_its_own_id() -> None:

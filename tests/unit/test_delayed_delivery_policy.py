@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.delayed_delivery import DelayedDeliveryPolicy, DeliveryDelayNotAllowed
-from gateway.errors import NotAllowed
+from pulsar_gateway.core.errors import NotAllowed
+from pulsar_gateway.core.policies.delayed_delivery import (
+    DelayedDeliveryPolicy,
+    DeliveryDelayNotAllowed,
+)
 
 PUBLISH = 1_700_000_000_000
 

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.pulsar_binary.codec import encode_batch, make_blob, parse_batch, parse_blob
-from adapters.pulsar_binary.entry_format import BinaryEntryInspector, compress, decompress
-from gateway.compaction import EntryFormatError, MessageKey, ack_set_bits
-from gateway.consumer import ack_set_words
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.pulsar_binary.codec import (
+    encode_batch,
+    make_blob,
+    parse_batch,
+    parse_blob,
+)
+from pulsar_gateway.adapters.pulsar_binary.entry_format import (
+    BinaryEntryInspector,
+    compress,
+    decompress,
+)
+from pulsar_gateway.core.admin.compaction import MessageKey
+from pulsar_gateway.core.model.entry import EntryFormatError, ack_set_of_kept, decode_ack_set
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 CODECS = [pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]
 inspector = BinaryEntryInspector()
@@ -133,8 +142,8 @@ def test_rewrite_checks_the_flag_count() -> None:
 
 
 def test_ack_set_of_a_partly_compacted_batch() -> None:
-    assert ack_set_bits([False, True, True]) == b"011"
+    assert ack_set_of_kept([False, True, True]) == b"011"
     # on the wire: Java BitSet words, bit i set = message i delivered
-    assert ack_set_words(ack_set_bits([False, True, True])) == (6,)
-    assert ack_set_words(ack_set_bits([True] + [False] * 64 + [True])) == (1, 2)
-    assert ack_set_words(ack_set_bits([False] * 63 + [True])) == (-(1 << 63),)
+    assert decode_ack_set(ack_set_of_kept([False, True, True])) == (6,)
+    assert decode_ack_set(ack_set_of_kept([True] + [False] * 64 + [True])) == (1, 2)
+    assert decode_ack_set(ack_set_of_kept([False] * 63 + [True])) == (-(1 << 63),)

@@ -1,5 +1,6 @@
-"""What each HTTP path needs (adapters.http.auth.requirement) and the authorization data
-helpers (gateway.authorization), as data: no sockets, no Redis."""
+"""What each HTTP path needs (pulsar_gateway.adapters.http.auth.requirement) and the authorization
+data
+helpers (pulsar_gateway.core.policies.authorization), as data: no sockets, no Redis."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 
 import pytest
 
-from adapters.http.auth import Access, Requirement, requirement
-from gateway.authorization import _admin_roles, _permissions, parse_actions
+from pulsar_gateway.adapters.http.auth import Access, Requirement, requirement
+from pulsar_gateway.core.policies.authorization import _admin_roles, _permissions, parse_actions
 
 PUBLIC = ("public", "public/default")
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import InvalidTopicName
-from gateway.keys import KeySchema, TopicKeys, hash_tag
-from gateway.topic_name import TopicName, parse_topic_name
+from pulsar_gateway.core.errors import InvalidTopicName
+from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
+from pulsar_gateway.core.storage.keys import (
+    KEY_SPECS,
+    KeySchema,
+    KeySpec,
+    TopicKeys,
+    hash_tag,
+    render_key_table,
+)
 
 
 def redis_hash_tag(key: str) -> str | None:
@@ -54,7 +62,7 @@ def topic_keys(keys: TopicKeys, subscriptions: list[str]) -> list[str]:
     out += [keys.maintenance_lock, keys.compacted, keys.compacting, keys.compaction]
     out = [keys.stream, keys.subscriptions, keys.notify_channel, keys.non_persistent_channel]
     for sub in subscriptions:
-        out += keys.subscription_keys(sub)[2:]  # stream and subs hash are per topic
+        out += keys.subscription(sub).all[2:]  # stream and subs hash are per topic
     return out
 
 
@@ -237,3 +245,63 @@ def test_parsed_names_give_safe_tags(local: str) -> None:
         return
     for key in topic_keys(KeySchema().topic(topic), ["s"]):
         assert redis_hash_tag(key) == escaped(str(topic))
+
+
+# -- the key table: one list of keys, checked against the builders and the docs ------------
+
+_SAMPLES = {
+    "P": "pgw",
+    "{T}": hash_tag("persistent://tenant/ns/topic"),
+    "{B}": hash_tag("persistent://tenant/ns/topic"),
+    "<sub>": "sub",
+    "{<tenant/ns>}": "{tenant/ns}",
+    "<tenant/ns>": "tenant/ns",
+    "<tenant>": "tenant",
+    "<topic>": "persistent://tenant/ns/topic",
+}
+
+
+def _build(spec: KeySpec) -> str:
+    owner, _, name = spec.builder.partition(".")
+    schema = KeySchema("pgw")
+    if owner == "TopicKeys":
+        member = getattr(schema.topic("persistent://tenant/ns/topic"), name)
+        return str(member("sub") if callable(member) else member)
+    member = getattr(schema, name)
+    if not callable(member):
+        return str(member)
+    argument = "persistent://tenant/ns/topic" if name == "topic_policies" else "tenant/ns"
+    if name == "tenant_namespaces":
+        argument = "tenant"
+    return str(member(argument))
+
+
+def _expected(spec: KeySpec) -> str:
+    key = spec.key
+    for placeholder in sorted(_SAMPLES, key=len, reverse=True):
+        key = key.replace(placeholder, _SAMPLES[placeholder])
+    return key
+
+
+@pytest.mark.parametrize("spec", KEY_SPECS, ids=lambda spec: spec.key)
+def test_every_listed_key_is_what_its_builder_spells(spec: KeySpec) -> None:
+    assert _build(spec) == _expected(spec)
+
+
+def test_every_key_builder_is_listed() -> None:
+    listed = {spec.builder for spec in KEY_SPECS}
+    builders = {
+        f"{cls.__name__}.{name}"
+        for cls in (TopicKeys, KeySchema)
+        for name, member in vars(cls).items()
+        if not name.startswith("_")
+        and name not in ("topic", "subscription", "namespace_topics_pattern", "prefix")
+        and (isinstance(member, property) or callable(member))
+    }
+    assert builders == listed
+    assert len(listed) == len(KEY_SPECS)
+
+
+def test_the_architecture_doc_carries_the_key_table() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    assert render_key_table() in doc

@@ -1,4 +1,5 @@
-"""adapters/messages.py: single messages <-> stored entries, and base64 message ids."""
+"""pulsar_gateway/adapters/messages.py: single messages <-> stored entries, and base64 message
+ids."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import base64
 import pulsar
 import pytest
 
-from adapters.messages import (
+from pulsar_gateway.adapters.messages import (
     MessageFormatError,
     OutgoingMessage,
     decode_message_id,
@@ -15,11 +16,11 @@ from adapters.messages import (
     encode_message_id,
     unpack_entry,
 )
-from adapters.pulsar_binary.codec import encode_batch, make_blob, parse_blob
-from adapters.pulsar_binary.entry_format import compress
-from gateway.consumer import ack_set_words
-from gateway.message_id import MessageId
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.pulsar_binary.codec import encode_batch, make_blob, parse_blob
+from pulsar_gateway.adapters.pulsar_binary.entry_format import compress
+from pulsar_gateway.core.model.entry import decode_ack_set
+from pulsar_gateway.core.model.message_id import MessageId
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 
 @pytest.mark.parametrize("codec", [pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY])
@@ -87,7 +88,7 @@ def test_batch_is_split_and_compacted_out_messages_dropped(codec: int) -> None:
 
 def test_ack_set_leaves_acknowledged_batch_messages_out() -> None:
     # bit i set = message i still unacked (Pulsar's ack set)
-    unacked = ack_set_words("0101")
+    unacked = decode_ack_set("0101")
     got = unpack_entry(b"5-6", _batch_blob(pb.NONE), ack_set=unacked)
     assert [m.message_id.batch_index for m in got] == [1, 3]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def field(message: Any, name: str) -> FieldDescriptor:
 
 def test_generated_files_are_fresh() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "proto.regen", "--check"],
+        [sys.executable, "-m", "pulsar_gateway.proto.regen", "--check"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -38,8 +38,8 @@ def test_generated_files_are_fresh() -> None:
 
 
 def test_import_path() -> None:
-    # The generated module must load as proto.PulsarApi_pb2 (no sys.path tricks).
-    assert pb.__name__ == "proto.PulsarApi_pb2"
+    # The generated module must load from its package (no sys.path tricks).
+    assert pb.__name__ == "pulsar_gateway.proto.PulsarApi_pb2"
     assert pb.DESCRIPTOR.package == "pulsar.proto"
 
 

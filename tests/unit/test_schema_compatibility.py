@@ -7,9 +7,14 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import IncompatibleSchema
-from gateway.schema_compatibility import AVRO, JSON, check_backward, is_backward_compatible_avro
-from gateway.schema_registry import SchemaData, decode_version, encode_version
+from pulsar_gateway.core.errors import IncompatibleSchema
+from pulsar_gateway.core.model.schema import SchemaData, decode_version, encode_version
+from pulsar_gateway.core.topics.schema_compatibility import (
+    AVRO,
+    JSON,
+    check_backward,
+    is_backward_compatible_avro,
+)
 
 STRING, PROTOBUF = 1, 3
 

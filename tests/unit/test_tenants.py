@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from adapters.http.lookup import lookup_data
-from adapters.http.tenants import parse_policies, policies_document
-from gateway.backlog_quota import (
+from pulsar_gateway.adapters.http.lookup import lookup_data
+from pulsar_gateway.adapters.http.tenants import parse_policies, policies_document
+from pulsar_gateway.core.errors import InvalidNamespaceName, InvalidTenantInfo
+from pulsar_gateway.core.policies.backlog_quota import (
     exceeds_retention,
     parse_backlog_quota,
     parse_quota_type,
 )
-from gateway.errors import InvalidNamespaceName, InvalidTenantInfo
-from gateway.tenants import TenantInfo, check_namespace_name, check_tenant_name
+from pulsar_gateway.core.topics.tenants import TenantInfo, check_namespace_name, check_tenant_name
 
 CLUSTERS = ["standalone"]
 

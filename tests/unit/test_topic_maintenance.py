@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.topic_maintenance import parse_retention, parse_ttl
+from pulsar_gateway.core.policies.retention import parse_retention, parse_ttl
 
 
 def test_retention_policy_values() -> None:

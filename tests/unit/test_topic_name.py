@@ -1,4 +1,5 @@
-"""Topic name parsing, following Pulsar's ``TopicName`` (see gateway/topic_name.py)."""
+"""Topic name parsing, following Pulsar's ``TopicName`` (see
+pulsar_gateway/core/model/topic_name.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from gateway.errors import GatewayError, InvalidTopicName
-from gateway.topic_name import PARTITION_SUFFIX, TopicName, parse_topic_name
+from pulsar_gateway.core.errors import GatewayError, InvalidTopicName
+from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX, TopicName, parse_topic_name
 
 # -- valid names ---------------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from adapters.messages import ReceivedMessage, encode_message_id
-from adapters.websocket import frames
-from adapters.websocket.params import (
+from pulsar_gateway.adapters.messages import ReceivedMessage, encode_message_id
+from pulsar_gateway.adapters.websocket import frames
+from pulsar_gateway.adapters.websocket.params import (
     HashingScheme,
     ParamError,
     RoutingMode,
@@ -19,10 +19,14 @@ from adapters.websocket.params import (
     parse_producer_params,
     parse_reader_params,
 )
-from adapters.websocket.routing import PartitionRouter, java_string_hash, murmur3_32_hash
-from gateway.consumer import InitialPosition, SubscriptionType
-from gateway.message_id import MessageId
-from proto import PulsarApi_pb2 as pb
+from pulsar_gateway.adapters.websocket.routing import (
+    PartitionRouter,
+    java_string_hash,
+    murmur3_32_hash,
+)
+from pulsar_gateway.core.model.message_id import MessageId
+from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 # -- query parameters ------------------------------------------------------------------------
 
@@ -345,9 +349,9 @@ def test_router_keys_single_and_round_robin() -> None:
 
 
 def test_encode_message_id_matches_official_serialize() -> None:
-    """Found while building the WebSocket API (adapters/messages.py, outside this branch's
-    remit): the Java client's ``MessageIdImpl.toByteArray`` and the official Python client's
-    ``MessageId.serialize()`` leave ``partition`` and ``batch_index`` out when they are -1,
+    """Found while building the WebSocket API (pulsar_gateway/adapters/messages.py, outside this
+    branch's remit): the Java client's ``MessageIdImpl.toByteArray`` and the official Python
+    client's ``MessageId.serialize()`` leave ``partition`` and ``batch_index`` out when they are -1,
     so Pulsar's WebSocket ids of non-partitioned, non-batched messages are ``CAEQAg==``;
     ``encode_message_id`` writes both fields as -1, which every client still decodes to the
     same id, but the bytes (and the base64 text) differ from Pulsar's."""

@@ -1,0 +1,106 @@
+"""The HTTP front (aiohttp): admin health check and Prometheus metrics.
+
+``GET /admin/v2/brokers/health`` answers ``ok`` (Pulsar's ``BrokersBase.healthCheck``) when
+Redis answers, else 503 with a JSON ``reason``. ``GET /metrics`` is the Prometheus text
+format. Unknown paths get a 404 with a JSON body, like the rest of the admin API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from pulsar_gateway.adapters.http import (
+    auth,
+    backlog_quota,
+    compaction,
+    lookup,
+    openapi,
+    policies,
+    rest_produce,
+    scheduled,
+    stats,
+    subscriptions,
+    tenants,
+    topics,
+)
+from pulsar_gateway.adapters.resource import SERVICES
+from pulsar_gateway.adapters.websocket import routes as websocket
+from pulsar_gateway.core import Services, StorageError
+
+__all__ = ["make_app"]
+
+
+async def health(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    try:
+        await services.health()
+    except StorageError as exc:
+        return web.json_response({"reason": str(exc)}, status=503)
+    return web.Response(text="ok")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    await services.topic_metrics.refresh()
+    # Rendering thousands of series takes a while (prometheus_client's text encoder): in a
+    # thread, the event loop keeps serving the other clients between GIL switches.
+    body = await asyncio.to_thread(services.metrics.render)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+@web.middleware
+async def count_requests(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Count every request by method, route template (not the path: topic names would
+    make one series per topic) and status, in ``pulsar_gateway_http_requests_total``."""
+    resource = request.match_info.route.resource
+    route = resource.canonical if resource is not None else "unmatched"
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        request.app[SERVICES].metrics.http_requests.labels(request.method, route, str(status)).inc()
+
+
+@web.middleware
+async def json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Every HTTP error carries a JSON body with a ``reason``, as Pulsar's admin API does."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return web.json_response({"reason": exc.reason}, status=exc.status)
+
+
+def make_app(services: Services) -> web.Application:
+    app = web.Application(middlewares=[count_requests, json_errors])
+    app[SERVICES] = services
+    app.router.add_get("/admin/v2/brokers/health", health)
+    app.router.add_get("/metrics", metrics)
+    policies.add_routes(app)
+    compaction.add_routes(app)
+    topics.add_routes(app)
+    scheduled.add_routes(app)
+    stats.add_routes(app)
+    subscriptions.add_routes(app)
+    rest_produce.add_routes(app)
+    tenants.add_routes(app)
+    backlog_quota.add_routes(app)
+    lookup.add_routes(app)
+    openapi.add_routes(app)
+    websocket.add_routes(app)
+    auth.add_routes(app)
+    return app

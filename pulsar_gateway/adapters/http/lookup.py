@@ -1,0 +1,77 @@
+"""HTTP topic lookup (``lookup/v2/TopicLookup.java``), the lookup official clients do when
+given an ``http://`` service URL.
+
+Paths::
+
+    GET /lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}                   lookupTopicAsync
+    GET /lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}/bundle            getNamespaceBundle
+    GET /lookup/v2/destination/{domain}/{tenant}/{cluster}/{ns}/{topic}   (v1 names)
+
+Every gateway serves every topic (no ownership, no bundles to place), so a lookup always
+answers this gateway: ``LookupData`` as Pulsar serializes it, with null fields left out::
+
+    {"brokerUrl": "pulsar://host:6650", "httpUrl": "http://host:8080",
+     "nativeUrl": "pulsar://host:6650", "brokerUrlSsl": ""}
+
+(``nativeUrl`` and the always-empty ``brokerUrlSsl`` are legacy fields Pulsar keeps for older
+clients; TLS URLs are absent: the gateway has no TLS listener.) Topics are created on first use, as
+on a broker with ``allowAutoTopicCreation``, so a valid name is never 404. A name Pulsar's
+``TopicName`` refuses is a 412 "Topic name is not valid", the admin API's answer
+(``validateTopicName``); Pulsar's lookup resource lets the parser's error escape. Partitioned topics
+need no lookup variant: clients read the partition count from the admin ``.../partitions`` resource
+(pulsar_gateway/adapters/http/topics.py) and look up each partition here.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
+from pulsar_gateway.adapters.resource import Body, fail, handler
+from pulsar_gateway.core import InvalidTopicName, Services, TopicName, parse_topic_name
+
+__all__ = ["add_routes", "lookup_data"]
+
+_DOMAIN = "{domain:persistent|non-persistent}"
+_V2 = f"/lookup/v2/topic/{_DOMAIN}/{{tenant}}/{{namespace}}/{{topic}}"
+_V1 = f"/lookup/v2/destination/{_DOMAIN}/{{tenant}}/{{cluster}}/{{namespace}}/{{topic}}"
+
+
+def lookup_data(broker_url: str, http_url: str) -> dict[str, str]:
+    """Pulsar's ``LookupData`` JSON for a topic served at these URLs."""
+    return {
+        "brokerUrl": broker_url,
+        "httpUrl": http_url,
+        "nativeUrl": broker_url,
+        "brokerUrlSsl": "",
+    }
+
+
+def _topic(request: web.Request) -> TopicName:
+    info = request.match_info
+    parts = [info["tenant"], info["namespace"], info["topic"]]
+    if "cluster" in info:
+        parts.insert(1, info["cluster"])
+    try:
+        return parse_topic_name(f"{info['domain']}://{'/'.join(parts)}")
+    except InvalidTopicName:
+        raise fail(web.HTTPPreconditionFailed, "Topic name is not valid") from None
+
+
+async def lookup_topic(services: Services, request: web.Request) -> dict[str, str]:
+    _topic(request)
+    return lookup_data(services.cluster.broker_service_url, services.cluster.service_url)
+
+
+async def namespace_bundle(request: web.Request) -> web.Response:
+    # Pulsar answers the bundle range as plain text; the one bundle covers every topic.
+    _topic(request)
+    return web.Response(text=FULL_BUNDLE)
+
+
+def add_routes(app: web.Application) -> None:
+    """Register the lookup routes."""
+    lookup: Body = lookup_topic
+    app.router.add_get(_V2, handler(lookup))
+    app.router.add_get(_V1, handler(lookup))
+    app.router.add_get(f"{_V2}/bundle", namespace_bundle)

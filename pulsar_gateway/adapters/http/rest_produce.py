@@ -1,0 +1,263 @@
+"""REST produce (PIP-64): publish over HTTP with Pulsar's paths and JSON.
+
+``POST /topics/{persistent|non-persistent}/{tenant}/{ns}/{topic}`` and ``.../{topic}/
+partitions/{i}`` take Pulsar's ``ProducerMessages``::
+
+    {"producerName": "RestProducer", "valueSchema": "<SchemaInfo JSON>", "schemaVersion": -1,
+     "messages": [{"payload": "text", "key": "k", "properties": {"a": "1"},
+                   "eventTime": "1700000000000", "sequenceId": 1, "deliverAt": 0,
+                   "deliverAfterMs": 0, "replicationClusters": [], "disableReplication": false}]}
+
+and answer ``ProducerAcks``: ``{"messagePublishResults": [{"messageId": "L:E:P",
+"errorCode": 0}], "schemaVersion": n}`` (``MessageIdImpl.toString``; errorCode 2 with an
+``errorMsg`` for a message that could not be stored, the others still are, as Pulsar
+answers 200 with per-message results).
+
+As in Pulsar's ``TopicsBase``: the payload is text encoded with the value schema (UTF-8
+for the default STRING, and for BYTES and JSON; big-endian for the INT, FLOAT, DOUBLE and
+BOOLEAN schemas); a partitioned topic's messages go round-robin over its partitions; the
+producer is not registered (no ProducerBusy), named ``RestProducer`` by default; messages
+are stored uncompressed and unbatched. Differences: ``deliverAt`` applies whether or not
+``eventTime`` is set and ``deliverAfterMs`` counts from the publish time (Pulsar adds it to
+the event time); the default STRING schema is not registered on the topic (only a given
+``valueSchema`` is); AVRO, PROTOBUF, KEY_VALUE and the date/time schemas are refused with
+a 400 (they need a JSON-to-binary encoder per schema).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from pulsar_gateway.adapters.messages import OutgoingMessage, encode_entry
+from pulsar_gateway.adapters.resource import fail, handler, topic_name
+from pulsar_gateway.core import (
+    PARTITION_SUFFIX,
+    GatewayError,
+    MessageId,
+    ProducerHandle,
+    SchemaData,
+    Services,
+    encode_version,
+)
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+__all__ = ["add_routes", "encode_value"]
+
+DEFAULT_PRODUCER_NAME = "RestProducer"
+_TOPIC = "/topics/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
+
+#: Value encoders of the schemas REST produce accepts (Pulsar's ``encodeWithSchema``).
+_ENCODERS: dict[str, tuple[int, Callable[[str], bytes]]] = {
+    "STRING": (pb.Schema.String, str.encode),
+    "BYTES": (0, str.encode),  # Schema.Type None: Pulsar's BYTES on the wire
+    "JSON": (pb.Schema.Json, str.encode),
+    "BOOLEAN": (pb.Schema.Bool, lambda v: b"\x01" if v.strip().lower() == "true" else b"\x00"),
+    "INT8": (pb.Schema.Int8, lambda v: struct.pack(">b", int(v))),
+    "INT16": (pb.Schema.Int16, lambda v: struct.pack(">h", int(v))),
+    "INT32": (pb.Schema.Int32, lambda v: struct.pack(">i", int(v))),
+    "INT64": (pb.Schema.Int64, lambda v: struct.pack(">q", int(v))),
+    "FLOAT": (pb.Schema.Float, lambda v: struct.pack(">f", float(v))),
+    "DOUBLE": (pb.Schema.Double, lambda v: struct.pack(">d", float(v))),
+}
+
+
+def encode_value(schema_type: str, text: str) -> bytes:
+    """The payload bytes of ``text`` under ``schema_type``.
+
+    Raises:
+        ValueError: unsupported schema type or a value it cannot hold.
+    """
+    entry = _ENCODERS.get(schema_type)
+    if entry is None:
+        raise ValueError(f"Schema type {schema_type} is not supported by REST produce")
+    try:
+        return entry[1](text)
+    except (ValueError, struct.error) as exc:
+        raise ValueError(f"Cannot encode {text[:100]!r} as {schema_type}: {exc}") from None
+
+
+def _bad(reason: str) -> web.HTTPException:
+    return fail(web.HTTPBadRequest, reason)
+
+
+def _int(value: Any, field: str, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, str):  # Pulsar's eventTime is a string of a long
+        try:
+            return int(value) if value else default
+        except ValueError:
+            raise _bad(f"{field} must be an integer: {value[:100]!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(f"{field} must be an integer")
+    return value
+
+
+def _value_schema(body: dict[str, Any]) -> tuple[str, SchemaData | None]:
+    """The value schema's type name and, when the request gives one, its definition."""
+    raw = body.get("valueSchema")
+    if body.get("keySchema"):
+        raise _bad("Schema type KEY_VALUE is not supported by REST produce")
+    if not raw:
+        return "STRING", None
+    try:
+        info = json.loads(raw) if isinstance(raw, str) else raw
+        type_name = str(info.get("type", "")).upper()
+        definition = info.get("schema") or ""
+        data = base64.b64decode(definition) if isinstance(definition, str) else b""
+        properties = info.get("properties") or {}
+    except (ValueError, AttributeError, binascii.Error):
+        raise _bad("valueSchema must be a SchemaInfo JSON object") from None
+    if type_name not in _ENCODERS:
+        raise _bad(f"Schema type {type_name or '?'} is not supported by REST produce")
+    schema = SchemaData(
+        _ENCODERS[type_name][0],
+        str(info.get("name") or type_name),
+        data,
+        tuple(sorted((str(k), str(v)) for k, v in properties.items())),
+    )
+    return type_name, schema
+
+
+@dataclass(slots=True)
+class _Request:
+    """One message of the request: what to store, and what is resolved when storing."""
+
+    message: OutgoingMessage
+    sequence_id: int
+    deliver_after_ms: int
+
+
+def _messages(body: dict[str, Any], schema_type: str) -> list[_Request]:
+    items = body.get("messages")
+    if not isinstance(items, list):
+        raise _bad("messages must be a list")
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _bad(f"messages[{i}] must be an object")
+        payload = item.get("payload")
+        if not isinstance(payload, str):
+            raise _bad(f"messages[{i}].payload must be a string")
+        properties = item.get("properties") or {}
+        if not isinstance(properties, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+        ):
+            raise _bad(f"messages[{i}].properties must map strings to strings")
+        key = item.get("key")
+        if key is not None and not isinstance(key, str):
+            raise _bad(f"messages[{i}].key must be a string")
+        clusters = item.get("replicationClusters") or []
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            raise _bad(f"messages[{i}].replicationClusters must be a list of strings")
+        if item.get("disableReplication"):
+            clusters = ["__local__"]  # Pulsar's marker for "this cluster only"
+        try:
+            value = encode_value(schema_type, payload)
+        except ValueError as exc:
+            raise _bad(f"messages[{i}]: {exc}") from None
+        message = OutgoingMessage(
+            value,
+            key=key,
+            properties=dict(properties),
+            event_time=_int(item.get("eventTime"), "eventTime"),
+            deliver_at=_int(item.get("deliverAt"), "deliverAt") or None,
+            replication_clusters=tuple(clusters),
+        )
+        out.append(
+            _Request(
+                message,
+                _int(item.get("sequenceId"), "sequenceId"),
+                _int(item.get("deliverAfterMs"), "deliverAfterMs"),
+            )
+        )
+    return out
+
+
+async def _publish(
+    services: Services, producer: ProducerHandle, request: _Request, version: bytes | None
+) -> bytes | None:
+    """Store one message; its stream id, None for a duplicate (deduplication)."""
+    now = int(time.time() * 1000)
+    message, sequence_id = request.message, request.sequence_id
+    if request.deliver_after_ms and message.deliver_at is None:
+        message.deliver_at = now + request.deliver_after_ms
+    blob = encode_entry(message, producer.name, sequence_id, now, schema_version=version)
+    if len(blob) > services.limits.max_message_size:
+        raise ValueError(f"Message size {len(blob)} exceeds maxMessageSize")
+    result = await producer.publish_message(
+        blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
+    )
+    return result if isinstance(result, bytes) else None
+
+
+async def produce(services: Services, request: web.Request) -> dict[str, Any]:
+    topic = topic_name(request)
+    partition = request.match_info.get("partition")
+    if partition is not None and PARTITION_SUFFIX in topic.local_name:
+        raise _bad("Topic name can't contain '-partition-' suffix.")
+    try:
+        body = json.loads(await request.text())
+    except ValueError as exc:
+        raise _bad(f"Invalid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _bad("The body must be a ProducerMessages JSON object")
+    producer_name = body.get("producerName") or DEFAULT_PRODUCER_NAME
+    if not isinstance(producer_name, str):
+        raise _bad("producerName must be a string")
+    schema_type, schema = _value_schema(body)
+    messages = _messages(body, schema_type)
+    requested_version = _int(body.get("schemaVersion"), "schemaVersion", -1)
+
+    partitions = await services.topics.partitions(topic)
+    if partition is not None:
+        index = int(partition)
+        if index >= max(partitions, 1) or (partitions == 0 and index != 0):
+            raise fail(web.HTTPNotFound, f"Partition {index} of {topic} does not exist")
+        targets = [topic.partition(index)] if partitions else [topic]
+    else:
+        targets = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
+
+    version_number = requested_version
+    if schema is not None:
+        version_number = await services.schemas.register(topic, schema)
+    version = encode_version(version_number) if version_number >= 0 else None
+
+    producers: dict[str, ProducerHandle] = {}
+    for target in targets:
+        producers[str(target)] = await services.producers.publisher(target, producer_name)
+    results: list[dict[str, Any]] = []
+    calls = []
+    for i, item in enumerate(messages):
+        target = targets[i % len(targets)]
+        calls.append(_publish(services, producers[str(target)], item, version))
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for i, outcome in enumerate(outcomes):
+        target = targets[i % len(targets)]
+        index = target.partition_index
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, GatewayError | ValueError):
+                raise outcome
+            results.append({"messageId": "", "errorCode": 2, "errorMsg": str(outcome)})
+        elif outcome is None:  # a duplicate: stored before, nothing stored now
+            results.append({"messageId": f"-1:-1:{index}", "errorCode": 0})
+        else:
+            mid = MessageId.from_stream_id(outcome, index)
+            results.append({"messageId": f"{mid.ledger_id}:{mid.entry_id}:{index}", "errorCode": 0})
+    return {"messagePublishResults": results, "schemaVersion": max(version_number, 0)}
+
+
+def add_routes(app: web.Application) -> None:
+    route = handler(produce)
+    app.router.add_post(_TOPIC, route)
+    app.router.add_post(f"{_TOPIC}/partitions/{{partition:\\d+}}", route)

@@ -1,0 +1,141 @@
+"""Admin REST: a subscription's scheduled (delayed) messages.
+
+Scheduled messages (beyond Pulsar: its trackers cannot show or change what they hold), under
+``/admin/v2/persistent/{tenant}/{ns}/{topic}/subscription/{sub}/scheduled``:
+
+* ``GET ?offset=0&limit=100``: ``{"total", "offset", "messages": [{"messageId" "L:E",
+  "ledgerId", "entryId", "partition", "deliverAt" (ms since epoch), "key" (partition key or
+  null), "size" (bytes stored)}]}``, earliest deliver-at first;
+* ``DELETE /{ledgerId}:{entryId}``: cancel: acknowledged on this subscription, never
+  delivered to it; 204;
+* ``POST /{ledgerId}:{entryId}`` with ``{"deliverAt": ms}`` or ``{"deliverAfterMs": ms}``:
+  reschedule; 204.
+
+A subscription that does not exist, or a message not scheduled on it, is a 404; bad
+parameters a 400; all with Pulsar's ``{"reason": ...}`` body.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from pulsar_gateway.adapters.resource import fail, handler, topic_name
+from pulsar_gateway.core import MAX_PAGE, EntryFormatError, MessageId, ScheduledMessage, Services
+
+__all__ = ["add_routes"]
+
+_SCHEDULED = (
+    "/admin/v2/{domain:persistent}/{tenant}/{namespace}/{topic}/subscription/{subscription}"
+    "/scheduled"
+)
+
+
+def _int_query(request: web.Request, name: str, default: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise fail(web.HTTPBadRequest, f"{name} must be an integer, got {raw!r}") from None
+
+
+def _message_id(request: web.Request) -> MessageId:
+    """``{ledgerId}:{entryId}`` (a trailing ``:{partition}`` is allowed and ignored: the
+    topic path names the partition)."""
+    raw = request.match_info["message_id"]
+    parts = raw.split(":")
+    try:
+        if len(parts) not in (2, 3):
+            raise ValueError
+        ledger_id, entry_id = int(parts[0]), int(parts[1])
+        if ledger_id < 0 or entry_id < 0:
+            raise ValueError
+    except ValueError:
+        raise fail(
+            web.HTTPBadRequest, f"Invalid message id {raw!r}: expected ledgerId:entryId"
+        ) from None
+    return MessageId(ledger_id, entry_id)
+
+
+def _describe(services: Services, message: ScheduledMessage) -> dict[str, Any]:
+    key = None
+    inspector = services.compaction.inspector
+    if inspector is not None:
+        try:
+            key = inspector.messages(message.blob)[0].key
+        except (EntryFormatError, IndexError):
+            key = None
+    mid = message.message_id
+    return {
+        "messageId": f"{mid.ledger_id}:{mid.entry_id}",
+        "ledgerId": mid.ledger_id,
+        "entryId": mid.entry_id,
+        "partition": mid.partition,
+        "deliverAt": message.deliver_at,
+        "key": key,
+        "size": len(message.blob),
+    }
+
+
+async def list_scheduled(services: Services, request: web.Request) -> dict[str, Any]:
+    offset = _int_query(request, "offset", 0)
+    limit = _int_query(request, "limit", 100)
+    if offset < 0 or not 0 < limit <= MAX_PAGE:
+        raise fail(web.HTTPBadRequest, f"offset must be >= 0 and limit within 1..{MAX_PAGE}")
+    page = await services.scheduled.list(
+        str(topic_name(request)), request.match_info["subscription"], offset, limit
+    )
+    return {
+        "total": page.total,
+        "offset": offset,
+        "messages": [_describe(services, m) for m in page.messages],
+    }
+
+
+async def cancel_scheduled(services: Services, request: web.Request) -> None:
+    await services.scheduled.cancel(
+        str(topic_name(request)), request.match_info["subscription"], _message_id(request)
+    )
+
+
+async def _deliver_at(request: web.Request) -> int:
+    """The new time from ``{"deliverAt": ms}`` or ``{"deliverAfterMs": ms}``."""
+    try:
+        body = json.loads(await request.text())
+    except ValueError as exc:
+        raise fail(web.HTTPBadRequest, f"Invalid JSON: {exc}") from None
+    if isinstance(body, dict) and len(body) == 1:
+        ((name, value),) = body.items()
+        valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        if name == "deliverAt" and valid:
+            return int(value)
+        if name == "deliverAfterMs" and valid:
+            return int(time.time() * 1000) + int(value)
+    raise fail(
+        web.HTTPBadRequest,
+        'Expected {"deliverAt": <ms since epoch>} or {"deliverAfterMs": <ms>}, integers >= 0',
+    )
+
+
+async def reschedule(services: Services, request: web.Request) -> None:
+    deliver_at = await _deliver_at(request)
+    await services.scheduled.reschedule(
+        str(topic_name(request)),
+        request.match_info["subscription"],
+        _message_id(request),
+        deliver_at,
+    )
+
+
+def add_routes(app: web.Application) -> None:
+    def route(method: str, path: str, body: Any) -> None:
+        app.router.add_route(method, path, handler(body))
+
+    route("GET", _SCHEDULED, list_scheduled)
+    route("DELETE", _SCHEDULED + "/{message_id}", cancel_scheduled)
+    route("POST", _SCHEDULED + "/{message_id}", reschedule)

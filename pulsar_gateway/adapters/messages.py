@@ -1,0 +1,256 @@
+"""Single messages <-> stored Pulsar entries, for the adapters that handle one message at a
+time: the WebSocket API, REST produce (PIP-64) and the admin API's peek.
+
+Sans-I/O. An entry is stored exactly as a binary producer sends it (DESIGN.md "One stream
+entry per Pulsar entry"): ``MessageMetadata`` and a payload, compressed as a whole and
+possibly a client batch. :func:`encode_entry` builds that form for a message that did not
+arrive as a binary SEND, so a binary consumer reads it unchanged; :func:`unpack_entry` goes
+the other way, decompressing and unbatching (protocol brief 4.3, 4.4).
+
+Message ids travel as base64 of the serialized ``MessageIdData`` (Pulsar's WebSocket API
+and REST produce both do), the bytes the official clients' ``MessageId.serialize()``
+produce, so an id round-trips between surfaces.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from pulsar_gateway.adapters.pulsar_binary.codec import (
+    CodecError,
+    make_blob,
+    parse_batch,
+    parse_blob,
+)
+from pulsar_gateway.adapters.pulsar_binary.entry_format import compress, decompress
+from pulsar_gateway.core import EntryFormatError, MessageId, signed64
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+__all__ = [
+    "MessageFormatError",
+    "OutgoingMessage",
+    "ReceivedMessage",
+    "decode_message_id",
+    "encode_entry",
+    "encode_message_id",
+    "unpack_entry",
+]
+
+_U64_MASK = (1 << 64) - 1
+
+
+class MessageFormatError(ValueError):
+    """A stored entry that cannot be read as Pulsar messages."""
+
+
+@dataclass(slots=True)
+class OutgoingMessage:
+    """One message to append, as the WebSocket and REST producers describe it.
+
+    ``deliver_at`` is ``MessageMetadata.deliver_at_time`` (ms since epoch), None when the
+    message is not delayed.
+    """
+
+    payload: bytes
+    key: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    event_time: int = 0
+    ordering_key: bytes | None = None
+    deliver_at: int | None = None
+    replication_clusters: tuple[str, ...] = ()
+
+    @property
+    def sticky_key(self) -> bytes | None:
+        """The Key_Shared routing key: the ordering key, else the partition key."""
+        if self.ordering_key is not None:
+            return self.ordering_key
+        return self.key.encode() if self.key is not None else None
+
+
+def encode_entry(
+    message: OutgoingMessage,
+    producer_name: str,
+    sequence_id: int,
+    publish_time: int,
+    compression: int = pb.NONE,
+    schema_version: bytes | None = None,
+) -> bytes:
+    """The stored blob of one non-batched message, compressed with ``compression``
+    (a ``pb.CompressionType``) as a binary producer with that codec would send it."""
+    metadata = pb.MessageMetadata(
+        producer_name=producer_name, sequence_id=sequence_id, publish_time=publish_time
+    )
+    for name, value in message.properties.items():
+        metadata.properties.add(key=name, value=value)
+    if message.key is not None:
+        metadata.partition_key = message.key
+    if message.event_time > 0:
+        metadata.event_time = message.event_time
+    if message.ordering_key is not None:
+        metadata.ordering_key = message.ordering_key
+    if message.deliver_at is not None:
+        metadata.deliver_at_time = message.deliver_at
+    metadata.replicate_to.extend(message.replication_clusters)
+    if schema_version is not None:
+        metadata.schema_version = schema_version
+    payload = message.payload
+    if compression != pb.NONE:
+        metadata.compression = compression  # type: ignore[assignment]
+        metadata.uncompressed_size = len(payload)
+        payload = compress(compression, payload)
+    return make_blob(metadata, payload)
+
+
+@dataclass(slots=True)
+class ReceivedMessage:
+    """One message of a stored entry, decompressed and unbatched.
+
+    ``batch_size`` is the number of messages of the entry's batch (0 when it is not a
+    batch); ``encrypted`` marks a payload left as the producer encrypted it.
+    """
+
+    message_id: MessageId
+    payload: bytes
+    key: str | None
+    properties: dict[str, str]
+    publish_time: int
+    event_time: int
+    producer_name: str
+    sequence_id: int
+    redelivery_count: int = 0
+    ordering_key: bytes | None = None
+    deliver_at: int | None = None
+    batch_size: int = 0
+    schema_version: bytes | None = None
+    encrypted: bool = False
+
+
+def _unacked(ack_set: tuple[int, ...], index: int) -> bool:
+    # Pulsar's ack set: bit i of word i // 64 set = message i not yet acknowledged.
+    word = index // 64
+    return word < len(ack_set) and (ack_set[word] & _U64_MASK) >> (index % 64) & 1 == 1
+
+
+def unpack_entry(
+    stream_id: bytes,
+    blob: bytes,
+    *,
+    partition: int = -1,
+    ack_set: tuple[int, ...] = (),
+    redelivery_count: int = 0,
+) -> list[ReceivedMessage]:
+    """The messages of one stored entry, in batch order.
+
+    Messages a compaction dropped (``compacted_out``) and, when ``ack_set`` is given (a partly
+    acknowledged batch, :class:`pulsar_gateway.core.consuming.consumer.Delivery`), messages already
+    acknowledged are left out. An encrypted entry is one message with its payload as stored: the
+    gateway holds no keys.
+
+    Raises:
+        MessageFormatError: the blob is not a readable Pulsar entry.
+    """
+    try:
+        parsed = parse_blob(blob)
+    except CodecError as exc:
+        raise MessageFormatError(str(exc)) from exc
+    md = parsed.metadata
+    base = MessageId.from_stream_id(stream_id, partition)
+    deliver_at = md.deliver_at_time if md.HasField("deliver_at_time") else None
+    schema = md.schema_version if md.HasField("schema_version") else None
+    encrypted = bool(md.encryption_keys)
+    batched = md.HasField("num_messages_in_batch") and not encrypted
+    if not batched:
+        payload = parsed.payload
+        if not encrypted:
+            payload = _decompress(md, payload)
+        return [
+            ReceivedMessage(
+                message_id=base,
+                payload=payload,
+                key=md.partition_key if md.HasField("partition_key") else None,
+                properties={kv.key: kv.value for kv in md.properties},
+                publish_time=md.publish_time,
+                event_time=md.event_time,
+                producer_name=md.producer_name,
+                sequence_id=md.sequence_id,
+                redelivery_count=redelivery_count,
+                ordering_key=md.ordering_key if md.HasField("ordering_key") else None,
+                deliver_at=deliver_at,
+                schema_version=schema,
+                encrypted=encrypted,
+            )
+        ]
+    try:
+        singles = parse_batch(_decompress(md, parsed.payload), md.num_messages_in_batch)
+    except CodecError as exc:
+        raise MessageFormatError(str(exc)) from exc
+    out = []
+    for index, (single, data) in enumerate(singles):
+        if single.compacted_out or (ack_set and not _unacked(ack_set, index)):
+            continue
+        out.append(
+            ReceivedMessage(
+                message_id=MessageId(base.ledger_id, base.entry_id, partition, index),
+                payload=data,
+                key=single.partition_key if single.HasField("partition_key") else None,
+                properties={kv.key: kv.value for kv in single.properties},
+                publish_time=md.publish_time,
+                event_time=single.event_time,
+                producer_name=md.producer_name,
+                # the client numbers a batch's messages from the entry's sequence id
+                sequence_id=single.sequence_id
+                if single.HasField("sequence_id")
+                else md.sequence_id + index,
+                redelivery_count=redelivery_count,
+                ordering_key=single.ordering_key if single.HasField("ordering_key") else None,
+                deliver_at=deliver_at,
+                batch_size=len(singles),
+                schema_version=schema,
+            )
+        )
+    return out
+
+
+def _decompress(md: pb.MessageMetadata, payload: bytes) -> bytes:
+    try:
+        return decompress(md.compression, payload, md.uncompressed_size)
+    except EntryFormatError as exc:
+        raise MessageFormatError(str(exc)) from exc
+
+
+def encode_message_id(message_id: MessageId, batch_size: int = 0) -> str:
+    """Base64 of the serialized ``MessageIdData`` of ``message_id``."""
+    data = pb.MessageIdData(
+        ledgerId=message_id.ledger_id & _U64_MASK, entryId=message_id.entry_id & _U64_MASK
+    )
+    # Pulsar's clients leave the -1 defaults out, so the bytes are the same as theirs
+    if message_id.partition >= 0:
+        data.partition = message_id.partition
+    if message_id.batch_index >= 0:
+        data.batch_index = message_id.batch_index
+    if batch_size > 0:
+        data.batch_size = batch_size
+    return base64.b64encode(data.SerializeToString()).decode()
+
+
+def decode_message_id(text: str) -> MessageId:
+    """Read an id written by :func:`encode_message_id` or an official client's
+    ``MessageId.serialize()``, base64 (standard or URL-safe alphabet).
+
+    Raises:
+        ValueError: not base64, or not a ``MessageIdData``.
+    """
+    try:
+        raw = base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+        data = pb.MessageIdData.FromString(raw)
+        if not data.IsInitialized():  # proto2 parsing does not check required fields
+            raise ValueError("ledgerId and entryId are required")
+    except (binascii.Error, DecodeError, ValueError) as exc:
+        raise ValueError(f"Invalid message id {text[:100]!r}: {exc}") from None
+    return MessageId(
+        signed64(data.ledgerId), signed64(data.entryId), data.partition, data.batch_index
+    )

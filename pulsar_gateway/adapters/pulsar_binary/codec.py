@@ -1,0 +1,733 @@
+"""Sans-I/O codec for Pulsar binary protocol frames.
+
+Theory of operation
+-------------------
+Nothing here touches a socket, a clock or an event loop. The connection layer
+feeds whatever bytes arrived into :meth:`FrameDecoder.feed` and then calls
+:meth:`FrameDecoder.next_frame` until it returns ``None`` ("need more bytes").
+Every call either returns one complete :class:`Frame`, returns ``None``, or
+raises a :class:`CodecError`. Outbound frames are built by pure ``encode_*``
+functions that return ``bytes`` ready to write.
+
+Wire layouts (protocol brief section 1; all integers are big-endian uint32)::
+
+    simple frame   totalSize cmdSize BaseCommand
+    payload frame  totalSize cmdSize BaseCommand
+                   [0x0e02 size BrokerEntryMetadata]   broker -> client only; skipped
+                   [0x0e01 crc32c]                     CRC over the rest of the frame
+                   metadataSize MessageMetadata payload
+
+``totalSize`` counts every byte after itself. Only SEND and MESSAGE carry a
+payload section, and they always do.
+
+The *blob* is the unit of storage: the payload section from the ``0x0e01`` magic
+to the end of the frame. The gateway stores a producer's blob as is and
+replays it after a MESSAGE command, the way the Java broker resends the stored
+entry with its checksum, so delivery never re-encodes metadata or payload.
+When a SEND arrives without a checksum the decoder synthesizes the magic and
+CRC, so every blob has the same layout (see :func:`make_blob`).
+
+Decoder strategy: bytes accumulate in one ``bytearray`` and a read offset
+moves past each parsed frame, so a read holding many small frames costs no
+per-frame copy of the buffer; the consumed prefix is dropped when everything
+is consumed or when it grows past ``_COMPACT_AT``. Frames are parsed in place
+by offset (``struct.unpack_from``); the only copies are the command bytes
+handed to protobuf and the blob (plus its payload slice) that the caller
+keeps, taken through a short-lived ``memoryview``. The frame size limit is
+checked as soon as the 4-byte ``totalSize`` is known, before the body is
+buffered, so a hostile length cannot make the gateway hold a huge frame.
+
+A bad checksum is not an error here: :attr:`Payload.checksum_ok` reports it
+and the caller answers SEND_ERROR(ChecksumError), as the Java broker does.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NoReturn, Protocol, TypeAlias, TypeVar, cast
+
+from google.protobuf.message import DecodeError
+
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "FRAME_PADDING",
+    "MAGIC_BROKER_ENTRY_METADATA",
+    "MAGIC_CRC32C",
+    "CodecError",
+    "Frame",
+    "FrameDecoder",
+    "FrameTooLarge",
+    "MalformedFrame",
+    "Payload",
+    "crc32c",
+    "encode_batch",
+    "encode_command",
+    "encode_message",
+    "encode_payload_command",
+    "encode_send_receipt",
+    "make_blob",
+    "parse_batch",
+    "parse_blob",
+]
+
+#: Marks a CRC32C field in a payload frame (brief 1.2).
+MAGIC_CRC32C: Final = 0x0E01
+#: Marks a broker-entry-metadata section in a MESSAGE frame (brief 1.2).
+MAGIC_BROKER_ENTRY_METADATA: Final = 0x0E02
+#: Pulsar's default maxMessageSize (brief 1.4); announced in CONNECTED.
+DEFAULT_MAX_MESSAGE_SIZE: Final = 5 * 1024 * 1024
+#: Head room for command and metadata on top of max_message_size; the Java
+#: broker's frame decoder uses the same padding (Commands.MESSAGE_SIZE_FRAME_PADDING).
+FRAME_PADDING: Final = 10 * 1024
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U32X2 = struct.Struct(">II")
+_CRC_MAGIC: Final = _U16.pack(MAGIC_CRC32C)
+# magic(2) + crc(4) + metadataSize(4)
+_BLOB_HEADER_SIZE: Final = 10
+# Drop the consumed prefix of the decoder buffer once it is this large.
+_COMPACT_AT: Final = 64 * 1024
+
+_SEND: Final = pb.BaseCommand.SEND
+_MESSAGE: Final = pb.BaseCommand.MESSAGE
+_PAYLOAD_TYPES: Final = frozenset({_SEND, _MESSAGE})
+
+_ReadableBuffer: TypeAlias = bytes | bytearray | memoryview
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+
+class CodecError(Exception):
+    """Base class of every codec failure.
+
+    Every malformed input given to :class:`FrameDecoder`, :func:`parse_blob` or
+    :func:`parse_batch` raises a subclass of this and nothing else. On the
+    binary connection any of them means "close the connection": the byte
+    stream can no longer be trusted to be in sync.
+    """
+
+
+class FrameTooLarge(CodecError):
+    """A frame announced more bytes than the decoder accepts.
+
+    Attributes:
+        size: the whole frame size announced (totalSize + 4).
+        limit: the decoder's ``max_frame_size``.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class MalformedFrame(CodecError):
+    """The bytes do not form a valid frame, blob or batch.
+
+    Covers bad sizes, truncated sections, protobuf that does not parse,
+    missing proto2 ``required`` fields (the C++ client rejects those too,
+    brief 1.6), a payload section on a command that cannot carry one, and a
+    SEND or MESSAGE without one (the Java broker fails those as well).
+    """
+
+
+# ---------------------------------------------------------------------------
+# CRC32C: the C extension when installed, else a table-driven fallback
+# ---------------------------------------------------------------------------
+
+
+def _make_crc32c_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1  # reflected Castagnoli
+        table.append(crc)
+    return tuple(table)
+
+
+_CRC32C_TABLE: Final = _make_crc32c_table()
+
+
+def _crc32c_python(data: _ReadableBuffer, value: int = 0) -> int:
+    """Pure-Python CRC32C; same signature and results as ``crc32c.crc32c``."""
+    table = _CRC32C_TABLE
+    crc = value ^ 0xFFFFFFFF
+    for byte in memoryview(data).cast("B"):
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+class _Crc32c(Protocol):
+    def __call__(self, data: _ReadableBuffer, value: int = 0, /) -> int: ...
+
+
+crc32c: _Crc32c
+"""``crc32c(data, value=0)``: CRC32C (Castagnoli) of a bytes-like object.
+
+``crc32c(b"123456789") == 0xE3069283``; pass a previous result as ``value`` to
+continue it over more data.
+"""
+try:
+    with warnings.catch_warnings():
+        # The package warns when the CPU lacks the instruction and it uses its
+        # own C software mode; that is still far faster than the fallback.
+        warnings.simplefilter("ignore")
+        from crc32c import crc32c as _crc32c_c
+except ImportError:  # a declared dependency; tests cover this branch with it hidden
+    crc32c = _crc32c_python
+else:
+    crc32c = _crc32c_c
+
+
+# ---------------------------------------------------------------------------
+# Decoded values
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """The payload section of a SEND or MESSAGE frame.
+
+    Attributes:
+        metadata: the parsed ``MessageMetadata``.
+        payload: the bytes after the metadata: one message, or a batch
+            (``metadata.num_messages_in_batch`` set), possibly compressed.
+        blob: what to store: magic 0x0e01, CRC32C, metadataSize, metadata,
+            payload. Synthesized (with a correct CRC) when the frame had no
+            checksum, so every blob has this layout.
+        checksum_ok: False when the frame's CRC32C did not match; the rest is
+            then untrusted and must not be stored.
+    """
+
+    metadata: pb.MessageMetadata
+    payload: bytes
+    blob: bytes
+    checksum_ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded frame.
+
+    Attributes:
+        command: the ``BaseCommand``; its proto2 required fields are all set,
+            but whether the sub-message matching ``command.type`` is present
+            is for the caller to check.
+        payload: set exactly when ``command.type`` is SEND or MESSAGE.
+    """
+
+    command: pb.BaseCommand
+    payload: Payload | None
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------
+
+
+_M = TypeVar("_M", pb.BaseCommand, pb.MessageMetadata, pb.SingleMessageMetadata)
+
+
+def _parse_proto(message: _M, data: bytes, what: str) -> _M:
+    """Parse ``data`` into ``message``; reject garbage and missing required fields.
+
+    proto2 ParseFromString does not enforce ``required`` (brief 1.6), hence
+    the IsInitialized check. (upb would copy a memoryview into bytes before
+    parsing, so callers pass bytes, or a bytearray, which it reads in place.)
+    """
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise MalformedFrame(f"{what}: invalid protobuf ({exc})") from exc
+    if not message.IsInitialized():
+        # FindInitializationErrors exists at runtime but not in the stubs.
+        missing = ", ".join(cast(Any, message).FindInitializationErrors())
+        raise MalformedFrame(f"{what}: missing required fields: {missing}")
+    return message
+
+
+def _parse_blob(blob: bytes, verified: bool) -> Payload:
+    """Split a blob; compute checksum_ok unless the caller just made the CRC."""
+    size = len(blob)
+    if size < _BLOB_HEADER_SIZE:
+        raise MalformedFrame(f"payload section of {size} bytes is too short")
+    if blob[0] != 0x0E or blob[1] != 0x01:
+        raise MalformedFrame("blob does not start with the 0x0e01 checksum magic")
+    metadata_size = _U32.unpack_from(blob, 6)[0]
+    metadata_end = _BLOB_HEADER_SIZE + metadata_size
+    if metadata_end > size:
+        raise MalformedFrame(
+            f"metadataSize {metadata_size} exceeds the {size - _BLOB_HEADER_SIZE} bytes left"
+        )
+    checksum_ok = verified
+    if not verified:
+        with memoryview(blob) as view:
+            checksum_ok = crc32c(view[6:]) == _U32.unpack_from(blob, 2)[0]
+    metadata = _parse_proto(
+        pb.MessageMetadata(), blob[_BLOB_HEADER_SIZE:metadata_end], "MessageMetadata"
+    )
+    return Payload(metadata, blob[metadata_end:], blob, checksum_ok)
+
+
+def _parse_payload_section(buffer: bytearray, offset: int, end: int) -> Payload:
+    """Parse ``buffer[offset:end]``, the part of a frame after the command (brief 1.2)."""
+    if end - offset >= 6 and buffer[offset] == 0x0E and buffer[offset + 1] == 0x02:
+        # Broker entry metadata: 2-byte magic, 4-byte size, message. Skipped:
+        # the gateway keeps its own entry metadata.
+        section_size = _U32.unpack_from(buffer, offset + 2)[0]
+        offset += 6 + section_size
+        if offset > end:
+            raise MalformedFrame(f"broker entry metadata of {section_size} bytes is truncated")
+    # One copy out of the buffer; the temporary slices die before the view is
+    # released, so the bytearray is resizable again when this returns.
+    with memoryview(buffer) as view:
+        if end - offset >= 2 and buffer[offset] == 0x0E and buffer[offset + 1] == 0x01:
+            return _parse_blob(view[offset:end].tobytes(), verified=False)
+        # No checksum: checksums are optional (protocol version < 6, or a peer
+        # that skips them). Synthesize one so every stored blob looks the same.
+        rest = view[offset:end]
+        try:
+            blob = b"".join((_CRC_MAGIC, _U32.pack(crc32c(rest)), rest))
+        finally:
+            rest.release()
+    return _parse_blob(blob, verified=True)
+
+
+def _parse_frame(buffer: bytearray, begin: int, end: int) -> Frame:
+    """Parse the frame body ``buffer[begin:end]`` (everything after totalSize).
+
+    Offsets instead of a memoryview: a simple frame then costs one slice (the
+    command bytes; upb parses a bytearray in place) and no view bookkeeping.
+    """
+    total_size = end - begin
+    if total_size < 4:
+        raise MalformedFrame(f"totalSize {total_size} leaves no room for cmdSize")
+    cmd_size = _U32.unpack_from(buffer, begin)[0]
+    cmd_end = begin + 4 + cmd_size
+    if cmd_end > end:
+        raise MalformedFrame(f"cmdSize {cmd_size} exceeds totalSize {total_size} - 4")
+    # bytearray is fine at runtime (upb reads it directly); the stub says bytes.
+    command_bytes = cast(bytes, buffer[begin + 4 : cmd_end])
+    command = _parse_proto(pb.BaseCommand(), command_bytes, "BaseCommand")
+    carries_payload = command.type in _PAYLOAD_TYPES
+    if cmd_end == end:
+        if carries_payload:
+            raise MalformedFrame(f"{_type_name(command.type)} frame without a payload")
+        return Frame(command, None)
+    if not carries_payload:
+        raise MalformedFrame(
+            f"{end - cmd_end} bytes after a {_type_name(command.type)} command,"
+            " which cannot carry a payload"
+        )
+    return Frame(command, _parse_payload_section(buffer, cmd_end, end))
+
+
+def _type_name(command_type: int) -> str:
+    return pb.BaseCommand.Type.Name(command_type)
+
+
+class FrameDecoder:
+    """Incremental decoder for a byte stream of Pulsar frames.
+
+    Feed bytes as they arrive, then call :meth:`next_frame` until it returns
+    ``None``::
+
+        decoder.feed(data)
+        while (frame := decoder.next_frame()) is not None:
+            handle(frame)
+
+    After :meth:`next_frame` raised, the decoder is unusable: the stream is out
+    of sync and the connection must be closed. Further calls raise the same
+    error again and :meth:`feed` ignores its input.
+
+    Args:
+        max_frame_size: the largest whole frame accepted, counting the 4-byte
+            totalSize field (like Netty's LengthFieldBasedFrameDecoder in the
+            Java broker). Default: DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING.
+    """
+
+    __slots__ = ("_buffer", "_error", "_max_frame_size", "_offset")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING) -> None:
+        if max_frame_size < 8:
+            raise ValueError(f"max_frame_size must be at least 8, got {max_frame_size}")
+        self._max_frame_size = max_frame_size
+        self._buffer = bytearray()
+        self._offset = 0  # start of the first unconsumed byte in _buffer
+        self._error: CodecError | None = None
+
+    @property
+    def max_frame_size(self) -> int:
+        """The limit given to the constructor."""
+        return self._max_frame_size
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as part of a frame."""
+        return len(self._buffer) - self._offset
+
+    def feed(self, data: _ReadableBuffer) -> None:
+        """Append received bytes; ignored once the decoder has failed."""
+        if self._error is None:
+            self._buffer += data
+
+    def next_frame(self) -> Frame | None:
+        """Return the next complete frame, or None if more bytes are needed.
+
+        Returns:
+            The next :class:`Frame`; None when the buffer holds no whole frame.
+
+        Raises:
+            FrameTooLarge: the announced size exceeds ``max_frame_size``; raised
+                as soon as the 4-byte size is buffered.
+            MalformedFrame: the frame is invalid (see its docstring).
+        """
+        if self._error is not None:
+            raise self._error
+        buffer = self._buffer
+        start = self._offset
+        if len(buffer) - start < 4:
+            return None
+        total_size = _U32.unpack_from(buffer, start)[0]
+        if total_size + 4 > self._max_frame_size:
+            self._fail(FrameTooLarge(total_size + 4, self._max_frame_size))
+        end = start + 4 + total_size
+        if len(buffer) < end:
+            return None
+        try:
+            frame = _parse_frame(buffer, start + 4, end)
+        except CodecError as exc:
+            self._fail(exc)
+        # Compact. CPython makes deleting a bytearray's prefix cheap (it moves
+        # the start pointer), but doing it per frame still costs a call and a
+        # resize check, so it waits for a large prefix or an empty buffer.
+        if end == len(buffer):
+            buffer.clear()
+            self._offset = 0
+        elif end >= _COMPACT_AT:
+            del buffer[:end]
+            self._offset = 0
+        else:
+            self._offset = end
+        return frame
+
+    def _fail(self, error: CodecError) -> NoReturn:
+        self._error = error
+        self._buffer = bytearray()
+        self._offset = 0
+        raise error
+
+
+def parse_blob(blob: bytes) -> Payload:
+    """Split a stored blob and verify its checksum.
+
+    Args:
+        blob: magic 0x0e01, CRC32C, metadataSize, MessageMetadata, payload.
+
+    Returns:
+        A :class:`Payload` whose ``blob`` is the argument and whose
+        ``checksum_ok`` tells whether the CRC matched.
+
+    Raises:
+        MalformedFrame: no magic, truncated, or invalid metadata.
+    """
+    return _parse_blob(bytes(blob), verified=False)
+
+
+def parse_batch(payload: bytes, num_messages: int) -> list[tuple[pb.SingleMessageMetadata, bytes]]:
+    """Split an uncompressed batch payload into its messages (brief 4.3).
+
+    Layout, ``num_messages`` times: 4-byte size, SingleMessageMetadata,
+    ``payload_size`` bytes of message.
+
+    Args:
+        payload: the (already decompressed) batch payload.
+        num_messages: ``MessageMetadata.num_messages_in_batch``.
+
+    Returns:
+        ``(metadata, message bytes)`` for each message, in order.
+
+    Raises:
+        MalformedFrame: truncated, invalid metadata, a negative count, or bytes
+            left over after the last message.
+    """
+    if num_messages < 0:
+        raise MalformedFrame(f"negative batch size {num_messages}")
+    messages = []
+    size = len(payload)
+    offset = 0
+    with memoryview(payload) as view:
+        for index in range(num_messages):
+            if size - offset < 4:
+                raise MalformedFrame(f"batch truncated before message {index}")
+            metadata_size = _U32.unpack_from(view, offset)[0]
+            offset += 4
+            if metadata_size > size - offset:
+                raise MalformedFrame(f"batch message {index}: metadata size exceeds the batch")
+            metadata = _parse_proto(
+                pb.SingleMessageMetadata(),
+                view[offset : offset + metadata_size].tobytes(),
+                f"batch message {index}: SingleMessageMetadata",
+            )
+            offset += metadata_size
+            payload_size = metadata.payload_size
+            if payload_size < 0 or payload_size > size - offset:
+                raise MalformedFrame(f"batch message {index}: payload_size {payload_size} invalid")
+            messages.append((metadata, view[offset : offset + payload_size].tobytes()))
+            offset += payload_size
+    if offset != size:
+        raise MalformedFrame(f"{size - offset} bytes left after {num_messages} batch messages")
+    return messages
+
+
+# ---------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------
+
+
+def encode_command(cmd: pb.BaseCommand) -> bytes:
+    """Frame a command that carries no payload (brief 1.1).
+
+    Raises:
+        ValueError: ``cmd`` is a SEND or MESSAGE (use encode_payload_command).
+        google.protobuf.message.EncodeError: a required field is unset; such a
+            frame would make the client drop the connection (brief 1.6).
+    """
+    if cmd.type in _PAYLOAD_TYPES:
+        raise ValueError(f"{_type_name(cmd.type)} needs a payload: use encode_payload_command")
+    data = cmd.SerializeToString()
+    return _U32X2.pack(len(data) + 4, len(data)) + data
+
+
+def encode_payload_command(cmd: pb.BaseCommand, blob: bytes) -> bytes:
+    """Frame a SEND or MESSAGE command followed by a stored blob (brief 1.2).
+
+    Raises:
+        ValueError: ``cmd`` is not SEND or MESSAGE, or ``blob`` does not
+            start with the 0x0e01 magic.
+        google.protobuf.message.EncodeError: a required field is unset.
+    """
+    if cmd.type not in _PAYLOAD_TYPES:
+        raise ValueError(f"{_type_name(cmd.type)} cannot carry a payload: use encode_command")
+    _check_blob(blob)
+    data = cmd.SerializeToString()
+    return b"".join((_U32X2.pack(4 + len(data) + len(blob), len(data)), data, blob))
+
+
+def _check_blob(blob: bytes) -> None:
+    if len(blob) < _BLOB_HEADER_SIZE or blob[0] != 0x0E or blob[1] != 0x01:
+        raise ValueError("not a blob: expected magic 0x0e01, CRC32C and metadataSize")
+
+
+def make_blob(metadata: pb.MessageMetadata | bytes, payload: bytes) -> bytes:
+    """Build a blob for a message that did not arrive as a binary SEND.
+
+    Args:
+        metadata: a ``MessageMetadata`` (its required producer_name,
+            sequence_id and publish_time must be set) or its serialized bytes.
+        payload: the message bytes, or a batch payload built by encode_batch.
+
+    Returns:
+        magic 0x0e01, CRC32C, metadataSize, metadata, payload.
+
+    Raises:
+        google.protobuf.message.EncodeError: a required metadata field is unset.
+    """
+    if isinstance(metadata, pb.MessageMetadata):
+        metadata = metadata.SerializeToString()
+    size = _U32.pack(len(metadata))
+    crc = crc32c(payload, crc32c(metadata, crc32c(size)))
+    return b"".join((_CRC_MAGIC, _U32.pack(crc), size, metadata, payload))
+
+
+def encode_batch(messages: Iterable[tuple[pb.SingleMessageMetadata, bytes]]) -> bytes:
+    """Build an uncompressed batch payload (brief 4.3); inverse of parse_batch.
+
+    ``payload_size`` is filled in (on a copy) when unset.
+
+    Raises:
+        ValueError: a message's payload_size is set and differs from its length.
+        google.protobuf.message.EncodeError: a required field is unset.
+    """
+    parts: list[bytes] = []
+    for metadata, data in messages:
+        if not metadata.HasField("payload_size"):
+            filled = pb.SingleMessageMetadata()
+            filled.CopyFrom(metadata)
+            filled.payload_size = len(data)
+            metadata = filled
+        elif metadata.payload_size != len(data):
+            raise ValueError(f"payload_size {metadata.payload_size} != message length {len(data)}")
+        serialized = metadata.SerializeToString()
+        parts += (_U32.pack(len(serialized)), serialized, data)
+    return b"".join(parts)
+
+
+# -- MESSAGE, the delivery hot path -------------------------------------------
+#
+# encode_message writes the protobuf bytes by hand. Per call, with a 200-byte
+# blob, consumer 3, entry 42, partition 2 (CPython 3.11, protobuf 7.36 upb,
+# timeit best of 7 x 200k calls; ledger = a millisecond timestamp; the last
+# two rows include ~30 ns of next(iterator) for both contenders):
+#
+#                                              protobuf objects   hand-written
+#   ledger id equal to the previous call's       ~1380-1470 ns     ~810-880 ns
+#   next ms (high bits cached)                   ~1380-1390 ns   ~1120-1150 ns
+#   ledger ids 2^15 apart (no cache hit at all)  ~1370-1400 ns   ~1390-1410 ns
+#
+# where "protobuf objects" is BaseCommand(type=MESSAGE) with the fields set on
+# cmd.message, then encode_payload_command. The upb runtime is fast; the win
+# comes from not allocating three messages and from caching the ledger id's
+# varint: Redis stream ids are "ms-seq", so consecutive entries share the
+# ledger id (same ms) or at least its high bits (same 2^14 ms = ~16 s), and a
+# fan-out sends the same entry to several consumers in a row. Without a cache
+# hit it is no slower. The caches are one-entry tuples swapped atomically, so
+# concurrent callers can only miss, never mix values. tests/unit/test_codec.py
+# checks byte equality with the protobuf encoding on random inputs.
+
+_MASK64: Final = (1 << 64) - 1
+_VARINT_1: Final = tuple(bytes((i,)) for i in range(128))
+# BaseCommand{type=MESSAGE (field 1 = 9)}, then field 9 (message), length n.
+_MESSAGE_HEAD: Final = tuple(b"\x08\x09\x4a" + bytes((n,)) for n in range(128))
+
+# (value, varint of value); start with a true pair so a lookup never returns junk.
+_last_ledger: tuple[int, bytes] = (0, _VARINT_1[0])
+_last_ledger_high: tuple[int, bytes] = (0, _VARINT_1[0])
+
+
+def _uvarint(value: int) -> bytes:
+    """Protobuf varint of an unsigned 64-bit value.
+
+    Unrolled up to 4 bytes (values below 2^28): about 25% faster than the loop.
+    """
+    if value < 0x80:
+        if value >= 0:
+            return _VARINT_1[value]
+        raise ValueError(f"{value} is out of range for uint64")
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    if value < 0x10000000:
+        return bytes(
+            (value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14 & 0x7F | 0x80, value >> 21)
+        )
+    if value >> 64:
+        raise ValueError(f"{value} is out of range for uint64")
+    out = []
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _ivarint(value: int, bits: int) -> bytes:
+    """Protobuf varint of a signed int32/int64 (negatives take 10 bytes)."""
+    limit = 1 << (bits - 1)
+    if not -limit <= value < limit:
+        raise ValueError(f"{value} is out of range for int{bits}")
+    return _uvarint(value & _MASK64)
+
+
+def _ledger_varint(ledger_id: int) -> bytes:
+    """_uvarint(ledger_id) through the two one-entry caches described above."""
+    global _last_ledger, _last_ledger_high
+    cached = _last_ledger
+    if cached[0] == ledger_id:
+        return cached[1]
+    if ledger_id < 0x4000:
+        encoded = _uvarint(ledger_id)
+    else:
+        # varint(v) = two low 7-bit groups with continuation bits + varint(v >> 14)
+        if ledger_id >> 64:
+            raise ValueError(f"{ledger_id} is out of range for uint64")
+        high = ledger_id >> 14
+        cached = _last_ledger_high
+        if cached[0] != high:
+            cached = _last_ledger_high = (high, _uvarint(high))
+        encoded = bytes(((ledger_id & 0x7F) | 0x80, ((ledger_id >> 7) & 0x7F) | 0x80)) + cached[1]
+    _last_ledger = (ledger_id, encoded)
+    return encoded
+
+
+def encode_send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """Frame ``BaseCommand{type=SEND_RECEIPT, send_receipt=CommandSendReceipt{producer_id,
+    sequence_id, message_id=MessageIdData{ledgerId, entryId}}}``: the produce hot path,
+    one per SEND. Byte-identical to ``encode_command`` of the same command (tested).
+    """
+    # MessageIdData: ledgerId (1), entryId (2)
+    message_id = b"\x08" + _ledger_varint(ledger_id) + b"\x10" + _uvarint(entry_id)
+    # CommandSendReceipt: producer_id (1), sequence_id (2), message_id (3, length-delimited)
+    receipt = (
+        b"\x08"
+        + _uvarint(producer_id)
+        + b"\x10"
+        + _uvarint(sequence_id)
+        + b"\x1a"
+        + _VARINT_1[len(message_id)]
+        + message_id
+    )
+    # BaseCommand: type (1) = 7, send_receipt (7, length-delimited; always < 128 bytes)
+    command = b"\x08\x07\x3a" + _VARINT_1[len(receipt)] + receipt
+    return _U32X2.pack(4 + len(command), len(command)) + command
+
+
+def encode_message(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    redelivery_count: int,
+    blob: bytes,
+    ack_set: Sequence[int] = (),
+) -> bytes:
+    """Frame a stored entry for delivery to a consumer (brief 3.3, 5.1).
+
+    Produces exactly the bytes of ``encode_payload_command`` for
+    ``BaseCommand{type=MESSAGE, message=CommandMessage{consumer_id,
+    message_id=MessageIdData{ledgerId, entryId, partition}, redelivery_count,
+    ack_set}}``, where ``partition`` is left out when -1 and
+    ``redelivery_count`` when 0.
+
+    Args:
+        consumer_id: the consumer's id on its connection.
+        ledger_id, entry_id: the entry's id (stream id ``ms-seq``).
+        partition: partition index, or -1 for a non-partitioned topic.
+        redelivery_count: times this entry was delivered before.
+        blob: the stored blob (starts with magic 0x0e01).
+        ack_set: batch-index bitset words for a partly acknowledged batch.
+
+    Raises:
+        ValueError: a value is out of its protobuf type's range, or ``blob``
+            is not a blob.
+    """
+    _check_blob(blob)
+    # MessageIdData: ledgerId (1, varint), entryId (2), [partition (3)]
+    message_id = b"\x08" + _ledger_varint(ledger_id) + b"\x10" + _uvarint(entry_id)
+    if partition != -1:
+        message_id += b"\x18" + _ivarint(partition, 32)
+    # CommandMessage: consumer_id (1), message_id (2, length-delimited; at
+    # most 3 tags + 3 x 10 bytes, so its length is a one-byte varint),
+    # [redelivery_count (3, uint32)], ack_set (4, repeated int64, unpacked)
+    message = b"\x08" + _uvarint(consumer_id) + b"\x12" + _VARINT_1[len(message_id)] + message_id
+    if redelivery_count:
+        if redelivery_count >> 32:
+            raise ValueError(f"{redelivery_count} is out of range for uint32")
+        message += b"\x18" + _uvarint(redelivery_count)
+    for word in ack_set:
+        message += b"\x20" + _ivarint(word, 64)
+    size = len(message)
+    head = _MESSAGE_HEAD[size] if size < 128 else b"\x08\x09\x4a" + _uvarint(size)
+    cmd_size = len(head) + size
+    return b"".join((_U32X2.pack(4 + cmd_size + len(blob), cmd_size), head, message, blob))

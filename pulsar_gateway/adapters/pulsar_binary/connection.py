@@ -1,0 +1,483 @@
+"""The server side of one Pulsar binary connection, without I/O (our ``ServerCnx``).
+
+Theory of operation. The asyncio layer feeds received bytes to
+:meth:`ServerConnection.receive_data`, then takes the decoded commands from
+:meth:`events_received` and the bytes to write from :meth:`data_to_send`, and closes the
+socket once :meth:`close_expected` says so. Everything about the protocol that needs no
+broker lives here and is testable as data: the handshake, PING/PONG, the keep-alive
+verdict, which commands each state accepts, and the encoding of every outbound frame
+(methods named after the broker's ``PulsarCommandSender``).
+
+Rules of this file:
+
+* ``ACCEPTS`` is the whole state machine: a command outside its state's set is refused
+  with an ERROR (when it carries a request id) and the connection is closed, state
+  unchanged until then. A command before CONNECT is such a command.
+* Malformed input (codec errors, oversized frames) closes the connection: a Pulsar stream
+  cannot be resynchronised after a bad frame.
+* Every frame received counts as liveness: the keep-alive sends PING when the peer has been
+  quiet for a whole interval, and gives up if the next interval brings nothing either.
+* With authentication on, CONNECT is answered only after its credentials are accepted by
+  the ``authenticate`` hook; a refusal is ERROR(AuthenticationError, request id -1) and
+  close, as Pulsar's ``ServerCnx.authenticationFailed``. A token that expires while the
+  connection is open closes it at the next keep-alive tick (the client reconnects with
+  its current token; AUTH_CHALLENGE refresh is not sent).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway.adapters.pulsar_binary.commands import (
+    Command,
+    Connect,
+    InvalidCommand,
+    Ping,
+    Pong,
+    Unsupported,
+    from_frame,
+)
+from pulsar_gateway.core import AuthenticatedRole, AuthenticationError
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+__all__ = ["ACCEPTS", "PROTOCOL_VERSION", "ConnectionState", "ServerConnection"]
+
+log = logging.getLogger(__name__)
+
+#: Highest protocol version this gateway speaks (``ProtocolVersion.v20``).
+PROTOCOL_VERSION = 20
+
+T = pb.BaseCommand.Type
+
+#: The request id of an error that answers no request (Java's -1 as a uint64).
+_NO_REQUEST = (1 << 64) - 1
+
+
+class ConnectionState(enum.Enum):
+    """Pulsar's ``ServerCnx.State`` (Start, Connected, Failed) plus Closed."""
+
+    START = "start"
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+_ALL_TYPES = frozenset(pb.BaseCommand.Type.values())
+#: Which command types each state accepts.
+ACCEPTS: dict[ConnectionState, frozenset[int]] = {
+    ConnectionState.START: frozenset({T.CONNECT}),
+    ConnectionState.CONNECTED: _ALL_TYPES - {T.CONNECT},
+    ConnectionState.CLOSED: frozenset(),
+}
+
+
+class ServerConnection:
+    """Sans-I/O Pulsar server connection."""
+
+    def __init__(
+        self,
+        *,
+        server_version: str = "pulsar-redis-gateway",
+        max_message_size: int = codec.DEFAULT_MAX_MESSAGE_SIZE,
+        on_error: Callable[[int], None] | None = None,
+        authenticate: Callable[[Connect], AuthenticatedRole] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``on_error`` is told the ``ServerError`` of every error frame sent (metrics).
+        ``authenticate`` (None = authentication off) validates a CONNECT's credentials and
+        returns the role, or raises `AuthenticationError`; ``clock`` (seconds since the
+        epoch) tells when a token has expired."""
+        self.state = ConnectionState.START
+        self.server_version = server_version
+        self.max_message_size = max_message_size
+        self.protocol_version = 0
+        self.client_version = ""
+        self._decoder = codec.FrameDecoder(max_message_size + codec.FRAME_PADDING)
+        self._events: list[Command] = []
+        self._out: list[bytes] = []
+        self._close_expected = False
+        self.close_reason = ""
+        self._heard_from_peer = False
+        self._ping_outstanding = False
+        self._on_error = on_error
+        self._authenticate = authenticate
+        self._clock = clock
+        #: The role CONNECT authenticated as (None while authentication is off).
+        self.authenticated: AuthenticatedRole | None = None
+
+    # -- input -------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes received from the client."""
+        if self.state is ConnectionState.CLOSED:
+            return
+        self._decoder.feed(data)
+        while not self._close_expected:
+            try:
+                frame = self._decoder.next_frame()
+            except codec.CodecError as exc:
+                self._fail(f"malformed input: {exc}")
+                return
+            if frame is None:
+                return
+            self._heard_from_peer = True
+            self._ping_outstanding = False
+            try:
+                command = from_frame(frame)
+            except InvalidCommand as exc:
+                self._fail(f"malformed command: {exc}")
+                return
+            self._handle(frame.command.type, command)
+
+    def receive_eof(self) -> None:
+        """The client closed its side."""
+        self.state = ConnectionState.CLOSED
+        self._close_expected = True
+        self.close_reason = self.close_reason or "closed by client"
+
+    def _handle(self, type_: int, command: Command) -> None:
+        if type_ not in ACCEPTS[self.state]:
+            request_id = getattr(command, "request_id", None)
+            name = pb.BaseCommand.Type.Name(type_)
+            if request_id is not None:
+                self.send_error(
+                    request_id,
+                    pb.NotAllowedError,
+                    f"{name} not allowed in state {self.state.value}",
+                )
+            self._fail(f"{name} received in state {self.state.value}")
+            return
+        if isinstance(command, Connect):
+            if self._authenticate is not None:
+                try:
+                    self.authenticated = self._authenticate(command)
+                except AuthenticationError as exc:
+                    self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
+                    self._fail(f"authentication failed: {exc}")
+                    return
+            self.client_version = command.client_version
+            # Java answers min(client, server) (protocol brief 1.5).
+            self.protocol_version = min(command.protocol_version, PROTOCOL_VERSION)
+            self.state = ConnectionState.CONNECTED
+            self.send_connected()
+        elif isinstance(command, Ping):
+            self.send_pong()
+            return
+        elif isinstance(command, Pong):
+            return
+        self._events.append(command)
+
+    def _fail(self, reason: str) -> None:
+        log.info("closing connection: %s", reason)
+        self.state = ConnectionState.CLOSED
+        self._close_expected = True
+        self.close_reason = reason
+
+    # -- output ------------------------------------------------------------------------
+
+    def events_received(self) -> list[Command]:
+        """Commands decoded since the last call, for the broker side to handle."""
+        events, self._events = self._events, []
+        return events
+
+    def data_to_send(self) -> bytes:
+        """Bytes to write to the socket since the last call."""
+        if not self._out:
+            return b""
+        out = b"".join(self._out)
+        self._out.clear()
+        return out
+
+    def close_expected(self) -> bool:
+        """Whether the socket should be closed once pending data is written."""
+        return self._close_expected
+
+    def close(self, reason: str) -> None:
+        """Close on the gateway's initiative (shutdown, keep-alive failure)."""
+        if self.state is not ConnectionState.CLOSED:
+            self._fail(reason)
+
+    # -- keep-alive --------------------------------------------------------------------
+
+    def keepalive_tick(self) -> None:
+        """Called every keep-alive interval (Pulsar ``keepAliveIntervalSeconds``, 30 s).
+
+        A PING left unanswered for a whole interval means the client is gone: the
+        connection closes and the broker side releases its consumers.
+        """
+        if self.state is not ConnectionState.CONNECTED:
+            if self.state is ConnectionState.START:
+                self._fail("no CONNECT within the keep-alive interval")
+            return
+        if self._ping_outstanding:
+            self._fail("keep-alive: no answer to PING")
+            return
+        if self.authenticated is not None and self.authenticated.expired(self._clock()):
+            self._fail(f"the token of role {self.authenticated.role!r} expired")
+            return
+        if not self._heard_from_peer:
+            self._ping_outstanding = True
+            self.send_ping()
+        self._heard_from_peer = False
+
+    # -- outbound frames (names after PulsarCommandSender) ------------------------------
+
+    def _command(self, cmd: pb.BaseCommand) -> None:
+        self._out.append(codec.encode_command(cmd))
+
+    def _error_sent(self, error: int) -> None:
+        if self._on_error is not None:
+            self._on_error(error)
+
+    def send_connected(self) -> None:
+        cmd = pb.BaseCommand(type=T.CONNECTED)
+        cmd.connected.server_version = self.server_version
+        cmd.connected.protocol_version = self.protocol_version
+        cmd.connected.max_message_size = self.max_message_size
+        self._command(cmd)
+
+    def send_ping(self) -> None:
+        cmd = pb.BaseCommand(type=T.PING)
+        cmd.ping.SetInParent()
+        self._command(cmd)
+
+    def send_pong(self) -> None:
+        cmd = pb.BaseCommand(type=T.PONG)
+        cmd.pong.SetInParent()
+        self._command(cmd)
+
+    def send_success(self, request_id: int) -> None:
+        cmd = pb.BaseCommand(type=T.SUCCESS)
+        cmd.success.request_id = request_id
+        self._command(cmd)
+
+    def send_error(self, request_id: int, error: int, message: str) -> None:
+        cmd = pb.BaseCommand(type=T.ERROR)
+        cmd.error.request_id = request_id
+        cmd.error.error = error  # type: ignore[assignment]
+        self._error_sent(error)
+        cmd.error.message = message
+        self._command(cmd)
+
+    def send_partition_metadata_response(self, request_id: int, partitions: int) -> None:
+        cmd = pb.BaseCommand(type=T.PARTITIONED_METADATA_RESPONSE)
+        r = cmd.partitionMetadataResponse
+        r.request_id = request_id
+        r.partitions = partitions
+        # `response` must be present even though Success is 0 (gotcha G2).
+        r.response = pb.CommandPartitionedTopicMetadataResponse.Success
+        self._command(cmd)
+
+    def send_partition_metadata_error(self, request_id: int, error: int, message: str) -> None:
+        cmd = pb.BaseCommand(type=T.PARTITIONED_METADATA_RESPONSE)
+        r = cmd.partitionMetadataResponse
+        r.request_id = request_id
+        r.response = pb.CommandPartitionedTopicMetadataResponse.Failed
+        r.error = error  # type: ignore[assignment]
+        self._error_sent(error)
+        r.message = message
+        self._command(cmd)
+
+    def send_lookup_response(self, request_id: int, service_url: str) -> None:
+        """Answer LOOKUP with Connect to this gateway (the client stays on one socket when
+        ``service_url`` equals its own service URL; protocol brief 3.1)."""
+        cmd = pb.BaseCommand(type=T.LOOKUP_RESPONSE)
+        r = cmd.lookupTopicResponse
+        r.request_id = request_id
+        r.response = pb.CommandLookupTopicResponse.Connect
+        r.brokerServiceUrl = service_url
+        r.brokerServiceUrlTls = service_url
+        r.authoritative = True
+        r.proxy_through_service_url = False
+        self._command(cmd)
+
+    def send_lookup_error(self, request_id: int, error: int, message: str) -> None:
+        cmd = pb.BaseCommand(type=T.LOOKUP_RESPONSE)
+        r = cmd.lookupTopicResponse
+        r.request_id = request_id
+        r.response = pb.CommandLookupTopicResponse.Failed
+        r.error = error  # type: ignore[assignment]
+        self._error_sent(error)
+        r.message = message
+        self._command(cmd)
+
+    def send_producer_success(
+        self,
+        request_id: int,
+        producer_name: str,
+        last_sequence_id: int = -1,
+        *,
+        schema_version: bytes | None = None,
+        topic_epoch: int | None = None,
+        producer_ready: bool = True,
+    ) -> None:
+        """``producer_ready=False`` tells a WaitForExclusive producer it is queued; a second
+        PRODUCER_SUCCESS with the same request id and ``producer_ready=True`` follows when it
+        gets the topic (protocol brief 3.2)."""
+        cmd = pb.BaseCommand(type=T.PRODUCER_SUCCESS)
+        r = cmd.producer_success
+        r.request_id = request_id
+        r.producer_name = producer_name
+        r.last_sequence_id = last_sequence_id
+        if schema_version is not None:
+            r.schema_version = schema_version
+        if topic_epoch is not None:
+            r.topic_epoch = topic_epoch
+        r.producer_ready = producer_ready
+        self._command(cmd)
+
+    def send_send_receipt(
+        self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int
+    ) -> None:
+        self._out.append(codec.encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id))
+
+    def send_send_error(self, producer_id: int, sequence_id: int, error: int, message: str) -> None:
+        cmd = pb.BaseCommand(type=T.SEND_ERROR)
+        r = cmd.send_error
+        r.producer_id = producer_id
+        r.sequence_id = sequence_id
+        r.error = error  # type: ignore[assignment]
+        self._error_sent(error)
+        r.message = message
+        self._command(cmd)
+
+    def send_message(
+        self,
+        consumer_id: int,
+        ledger_id: int,
+        entry_id: int,
+        partition: int,
+        redelivery_count: int,
+        blob: bytes,
+        ack_set: Sequence[int] = (),
+    ) -> None:
+        """A MESSAGE frame carrying a stored entry, forwarded without re-encoding."""
+        self._out.append(
+            codec.encode_message(
+                consumer_id, ledger_id, entry_id, partition, redelivery_count, blob, ack_set
+            )
+        )
+
+    def send_ack_response(
+        self, consumer_id: int, request_id: int, error: int | None = None, message: str = ""
+    ) -> None:
+        cmd = pb.BaseCommand(type=T.ACK_RESPONSE)
+        r = cmd.ackResponse
+        r.consumer_id = consumer_id
+        r.request_id = request_id
+        if error is not None:
+            r.error = error  # type: ignore[assignment]
+            self._error_sent(error)
+            r.message = message
+        self._command(cmd)
+
+    def send_close_producer(self, producer_id: int) -> None:
+        cmd = pb.BaseCommand(type=T.CLOSE_PRODUCER)
+        cmd.close_producer.producer_id = producer_id
+        cmd.close_producer.request_id = 0  # required on the wire, ignored by the client
+        self._command(cmd)
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        cmd = pb.BaseCommand(type=T.ACTIVE_CONSUMER_CHANGE)
+        cmd.active_consumer_change.consumer_id = consumer_id
+        cmd.active_consumer_change.is_active = is_active
+        self._command(cmd)
+
+    def send_close_consumer(self, consumer_id: int) -> None:
+        cmd = pb.BaseCommand(type=T.CLOSE_CONSUMER)
+        cmd.close_consumer.consumer_id = consumer_id
+        cmd.close_consumer.request_id = 0
+        self._command(cmd)
+
+    def send_last_message_id_response(
+        self,
+        request_id: int,
+        last: tuple[int, int, int, int],
+        mark_delete: tuple[int, int] | None,
+    ) -> None:
+        """``last`` is (ledgerId, entryId, partition, batchIndex); -1 is sent as 2**64-1
+        for ledger/entry, as the client expects for an empty topic (gotcha G12)."""
+        cmd = pb.BaseCommand(type=T.GET_LAST_MESSAGE_ID_RESPONSE)
+        r = cmd.getLastMessageIdResponse
+        r.request_id = request_id
+        ledger, entry, partition, batch_index = last
+        r.last_message_id.ledgerId = ledger % (1 << 64)
+        r.last_message_id.entryId = entry % (1 << 64)
+        if partition >= 0:
+            r.last_message_id.partition = partition
+        if batch_index >= 0:
+            r.last_message_id.batch_index = batch_index
+        if mark_delete is not None:
+            r.consumer_mark_delete_position.ledgerId = mark_delete[0] % (1 << 64)
+            r.consumer_mark_delete_position.entryId = mark_delete[1] % (1 << 64)
+        self._command(cmd)
+
+    def send_get_topics_of_namespace_response(
+        self, request_id: int, topics: Sequence[str], topics_hash: str | None = None
+    ) -> None:
+        cmd = pb.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+        r = cmd.getTopicsOfNamespaceResponse
+        r.request_id = request_id
+        r.topics.extend(topics)
+        if topics_hash is not None:
+            r.topics_hash = topics_hash
+        self._command(cmd)
+
+    def send_get_schema_error(self, request_id: int, error: int, message: str) -> None:
+        """GET_SCHEMA failures go in its own response, never an ERROR frame (gotcha G7)."""
+        cmd = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
+        r = cmd.getSchemaResponse
+        r.request_id = request_id
+        r.error_code = error  # type: ignore[assignment]
+        self._error_sent(error)
+        r.error_message = message
+        self._command(cmd)
+
+    def send_get_schema_response(
+        self,
+        request_id: int,
+        schema_type: int,
+        name: str,
+        data: bytes,
+        properties: Sequence[tuple[str, str]],
+        schema_version: bytes,
+    ) -> None:
+        cmd = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
+        r = cmd.getSchemaResponse
+        r.request_id = request_id
+        r.schema.name = name
+        r.schema.schema_data = data
+        r.schema.type = schema_type  # type: ignore[assignment]
+        for key, value in properties:
+            r.schema.properties.add(key=key, value=value)
+        r.schema_version = schema_version
+        self._command(cmd)
+
+    def send_get_or_create_schema_response(self, request_id: int, schema_version: bytes) -> None:
+        cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
+        r = cmd.getOrCreateSchemaResponse
+        r.request_id = request_id
+        r.schema_version = schema_version
+        self._command(cmd)
+
+    def send_get_or_create_schema_error(self, request_id: int, error: int, message: str) -> None:
+        """Failures go in the response itself, like GET_SCHEMA's."""
+        cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
+        r = cmd.getOrCreateSchemaResponse
+        r.request_id = request_id
+        r.error_code = error  # type: ignore[assignment]
+        self._error_sent(error)
+        r.error_message = message
+        self._command(cmd)
+
+    def refuse_unsupported(self, command: Unsupported) -> None:
+        """Answer a command this gateway does not serve, keeping the connection."""
+        if command.request_id is not None:
+            self.send_error(
+                command.request_id,
+                pb.NotAllowedError,
+                f"{command.type_name} is not supported by this gateway",
+            )

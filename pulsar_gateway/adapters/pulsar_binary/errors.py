@@ -1,0 +1,59 @@
+"""Domain errors to Pulsar ``ServerError`` codes, in one table.
+
+The counterpart of the broker's ``BrokerServiceException.getClientErrorCode``. The codes
+drive the client's retry decisions (protocol brief 6.1): ``ConsumerBusy`` and
+``ProducerBusy`` are fatal, ``PersistenceError`` and ``ServiceNotReady`` are retried.
+"""
+
+from __future__ import annotations
+
+from pulsar_gateway.core import (
+    AuthenticationError,
+    AuthorizationError,
+    ConsumerAssignError,
+    ConsumerBusy,
+    ConsumerNotFound,
+    IncompatibleSchema,
+    InvalidTopicName,
+    MessageTooLarge,
+    NotAllowed,
+    ProducerBlockedQuotaExceeded,
+    ProducerBusy,
+    ProducerFenced,
+    ProducerNotFound,
+    ServiceNotReady,
+    StorageError,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+__all__ = ["server_error"]
+
+_TABLE: tuple[tuple[type[Exception], int], ...] = (
+    (InvalidTopicName, pb.InvalidTopicName),
+    (ConsumerBusy, pb.ConsumerBusy),
+    (ConsumerAssignError, pb.ConsumerAssignError),
+    (ProducerBusy, pb.ProducerBusy),
+    (ProducerFenced, pb.ProducerFenced),
+    (IncompatibleSchema, pb.IncompatibleSchema),
+    (ConsumerNotFound, pb.ConsumerNotFound),
+    (ProducerNotFound, pb.NotAllowedError),
+    (SubscriptionNotFound, pb.SubscriptionNotFound),
+    (TopicNotFound, pb.TopicNotFound),
+    (NotAllowed, pb.NotAllowedError),
+    (MessageTooLarge, pb.NotAllowedError),
+    (ProducerBlockedQuotaExceeded, pb.ProducerBlockedQuotaExceededException),
+    (ServiceNotReady, pb.ServiceNotReady),
+    (StorageError, pb.PersistenceError),
+    (AuthenticationError, pb.AuthenticationError),
+    (AuthorizationError, pb.AuthorizationError),
+)
+
+
+def server_error(exc: BaseException) -> tuple[int, str]:
+    """The ``(ServerError, message)`` a client should see for ``exc``."""
+    for cls, code in _TABLE:
+        if isinstance(exc, cls):
+            return code, str(exc) or cls.__name__
+    return pb.UnknownError, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,332 @@
+"""The JSON text frames of the WebSocket API, parsed and built without I/O.
+
+Field names and shapes are Pulsar's ``org.apache.pulsar.websocket.data`` classes:
+
+* ``ProducerMessage`` (client -> producer): ``payload`` (base64), ``properties``,
+  ``context``, ``key``, ``replicationClusters``, ``eventTime``, ``sequenceId``,
+  ``disableReplication``, ``deliverAt``, ``deliverAfterMs`` (and schema fields this
+  gateway ignores). Unknown fields are ignored, as Pulsar's object mapper does.
+* ``ProducerAck`` (producer -> client): ``{"result": "ok", "messageId", "context"}`` or
+  ``{"result": "send-error:<code>", "errorMsg", "context"}``, nulls left out; the codes
+  are ``WebSocketError``'s (3 FailedToDeserializeFromJSON, 7 PayloadEncodingError,
+  8 UnknownError).
+* ``ConsumerMessage`` (consumer/reader -> client): ``messageId``, ``payload``,
+  ``properties``, ``publishTime``, ``redeliveryCount``, ``eventTime`` (left out when the
+  message has none), ``key`` (left out when none). Times are ``DateFormatter.format``:
+  ISO-8601 with an offset (``2024-05-01T12:00:00.5Z``); this gateway prints UTC.
+* ``ConsumerCommand`` (client -> consumer/reader): ``type``, ``messageId``,
+  ``permitMessages``; ``EndOfTopicResponse``: ``{"endOfTopic": false}``.
+
+A consumer command Pulsar cannot parse makes it close the session
+(``close(FailedToDeserializeFromJSON)``); this gateway answers
+``{"result": "error:<code>", "errorMsg": ...}`` instead and keeps the session, so one bad
+frame does not cost a client its unacknowledged messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulsar_gateway.adapters.messages import ReceivedMessage, decode_message_id
+from pulsar_gateway.core import MessageId, format_time
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+__all__ = [
+    "FAILED_TO_DESERIALIZE",
+    "PAYLOAD_ENCODING_ERROR",
+    "UNKNOWN_ERROR",
+    "AckTarget",
+    "ConsumerCommand",
+    "FrameError",
+    "ProducerRequest",
+    "command_error",
+    "consumer_message",
+    "end_of_topic",
+    "format_time",
+    "parse_consumer_command",
+    "parse_producer_message",
+    "parse_time",
+    "producer_error",
+    "producer_ok",
+]
+
+#: ``WebSocketError`` codes.
+FAILED_TO_DESERIALIZE = 3
+PAYLOAD_ENCODING_ERROR = 7
+UNKNOWN_ERROR = 8
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_INT64_MAX = 2**63 - 1
+
+
+class FrameError(ValueError):
+    """A frame that cannot be acted on; ``code`` is the ``WebSocketError`` code and
+    ``context`` the producer request's context when it could be read."""
+
+    def __init__(self, code: int, message: str, context: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.context = context
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+# -- times ---------------------------------------------------------------------------------------
+
+
+def parse_time(value: Any) -> int:
+    """An ``eventTime``: an ISO-8601 date-time with an offset, as Pulsar's
+    ``DateFormatter.parse`` reads it, or (beyond Pulsar) integer milliseconds.
+
+    Raises:
+        ValueError: neither.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= _INT64_MAX:
+            raise ValueError(f"Event time {value} is out of range")
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"Text {value!r} could not be parsed: not a date-time")
+    text = value.strip()
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"Text '{text[:100]}' could not be parsed as a date-time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"Text '{text[:100]}' could not be parsed: it has no offset")
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+# -- producer ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ProducerRequest:
+    """One ``ProducerMessage``, checked. ``deliver_at`` is absolute (ms since epoch),
+    already combining ``deliverAt`` and ``deliverAfterMs``; ``sequence_id`` is None when
+    the client gave none."""
+
+    payload: bytes
+    context: str | None = None
+    key: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    event_time: int = 0
+    sequence_id: int | None = None
+    deliver_at: int | None = None
+    replication_clusters: tuple[str, ...] = ()
+
+
+def _optional_long(obj: dict[str, Any], name: str, context: str | None) -> int:
+    value = obj.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT64_MAX:
+        raise FrameError(
+            FAILED_TO_DESERIALIZE, f"{name} must be a non-negative integer, got {value!r}", context
+        )
+    return value
+
+
+def parse_producer_message(text: str | bytes, now_ms: int) -> ProducerRequest:
+    """Read one producer frame (``ProducerHandler.onWebSocketText``).
+
+    Raises:
+        FrameError: code 3 for JSON that is not a ``ProducerMessage``, code 7 for a
+            missing or non-base64 payload or an unreadable ``eventTime``.
+    """
+    try:
+        obj = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FrameError(FAILED_TO_DESERIALIZE, f"Invalid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise FrameError(FAILED_TO_DESERIALIZE, "A producer message must be a JSON object")
+    context = obj.get("context")
+    if context is not None and not isinstance(context, str):
+        context = json.dumps(context)  # Jackson coerces scalars to the String field
+    payload = obj.get("payload")
+    if payload is None:
+        raise FrameError(PAYLOAD_ENCODING_ERROR, "Missing payload", context)
+    if not isinstance(payload, str):
+        raise FrameError(PAYLOAD_ENCODING_ERROR, "payload must be a base64 string", context)
+    try:
+        raw = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise FrameError(
+            PAYLOAD_ENCODING_ERROR, f"Invalid Base64 message-payload error={exc}", context
+        ) from None
+    properties = obj.get("properties") or {}
+    if not isinstance(properties, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+    ):
+        raise FrameError(FAILED_TO_DESERIALIZE, "properties must be an object of strings", context)
+    key = obj.get("key")
+    if key is not None and not isinstance(key, str):
+        raise FrameError(FAILED_TO_DESERIALIZE, "key must be a string", context)
+    clusters = obj.get("replicationClusters") or []
+    if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+        raise FrameError(
+            FAILED_TO_DESERIALIZE, "replicationClusters must be a list of strings", context
+        )
+    event_time = 0
+    if obj.get("eventTime") is not None:
+        try:
+            event_time = parse_time(obj["eventTime"])
+        except ValueError as exc:
+            raise FrameError(PAYLOAD_ENCODING_ERROR, str(exc), context) from None
+    sequence_id: int | None = None
+    if obj.get("sequenceId") is not None:
+        sequence_id = _optional_long(obj, "sequenceId", context)
+    deliver_at: int | None = None
+    at = _optional_long(obj, "deliverAt", context)
+    after = _optional_long(obj, "deliverAfterMs", context)
+    # TypedMessageBuilder: deliverAt, then deliverAfter (which wins) when each is > 0.
+    if at > 0:
+        deliver_at = at
+    if after > 0:
+        deliver_at = now_ms + after
+    return ProducerRequest(
+        payload=raw,
+        context=context,
+        key=key,
+        properties=properties,
+        event_time=event_time,
+        sequence_id=sequence_id,
+        deliver_at=deliver_at,
+        replication_clusters=tuple(clusters),
+    )
+
+
+def producer_ok(message_id: str, context: str | None) -> str:
+    """``ProducerAck(messageId, context)``."""
+    out: dict[str, Any] = {"result": "ok", "messageId": message_id}
+    if context is not None:
+        out["context"] = context
+    return _dumps(out)
+
+
+def producer_error(code: int, message: str, context: str | None) -> str:
+    """``ProducerAck(error, errorMsg, null, context)``: ``result`` is
+    ``send-error:<code>``."""
+    out: dict[str, Any] = {"result": f"send-error:{code}", "errorMsg": message}
+    if context is not None:
+        out["context"] = context
+    return _dumps(out)
+
+
+# -- consumer ------------------------------------------------------------------------------------
+
+
+def consumer_message(message: ReceivedMessage, message_id: str) -> str:
+    """The ``ConsumerMessage`` pushed for one message."""
+    out: dict[str, Any] = {
+        "messageId": message_id,
+        "payload": base64.b64encode(message.payload).decode(),
+        "properties": message.properties,
+        "publishTime": format_time(message.publish_time),
+        "redeliveryCount": message.redelivery_count,
+    }
+    if message.event_time:
+        out["eventTime"] = format_time(message.event_time)
+    if message.key is not None:
+        out["key"] = message.key
+    return _dumps(out)
+
+
+def end_of_topic(reached: bool) -> str:
+    """``EndOfTopicResponse``."""
+    return _dumps({"endOfTopic": reached})
+
+
+def command_error(code: int, message: str, message_id: str | None = None) -> str:
+    """The reply to a consumer or reader command that could not be carried out."""
+    out: dict[str, Any] = {"result": f"error:{code}", "errorMsg": message}
+    if message_id is not None:
+        out["messageId"] = message_id
+    return _dumps(out)
+
+
+@dataclass(frozen=True, slots=True)
+class AckTarget:
+    """A ``messageId`` of a command: the id, and the batch size the id carries
+    (``MessageIdData.batch_size``; 0 when absent)."""
+
+    text: str
+    message_id: MessageId
+    batch_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerCommand:
+    """A ``ConsumerCommand``. ``type`` is ``"ack"`` for the plain ack (no type);
+    ``target`` is set for the types that name a message; ``permits`` for ``permit``."""
+
+    type: str
+    target: AckTarget | None = None
+    permits: int = 0
+
+
+#: Command types and whether they need a ``messageId``. No type is an individual ack.
+_COMMANDS = {
+    "ack": True,
+    "negativeAcknowledge": True,
+    "cumulativeAcknowledge": True,
+    "permit": False,
+    "unsubscribe": False,
+    "isEndOfTopic": False,
+}
+
+
+def _ack_target(text: Any) -> AckTarget:
+    if not isinstance(text, str) or not text:
+        raise FrameError(FAILED_TO_DESERIALIZE, "Missing required messageId field")
+    try:
+        message_id = decode_message_id(text)
+    except ValueError as exc:
+        raise FrameError(FAILED_TO_DESERIALIZE, str(exc)) from None
+    # decode_message_id validated the base64 and the MessageIdData; the batch size is
+    # read here because only a batch-index ack needs it.
+    raw = base64.b64decode(text.replace("-", "+").replace("_", "/"))
+    batch_size = pb.MessageIdData.FromString(raw).batch_size
+    return AckTarget(text, message_id, batch_size)
+
+
+def parse_consumer_command(text: str | bytes) -> ConsumerCommand:
+    """Read one consumer/reader frame (``ConsumerHandler.onWebSocketText``).
+
+    Raises:
+        FrameError: (code 3) not JSON, not an object, an unknown ``type``, a missing or
+            unreadable ``messageId``, or a ``permit`` without a positive
+            ``permitMessages``.
+    """
+    try:
+        obj = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise FrameError(FAILED_TO_DESERIALIZE, f"Invalid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise FrameError(FAILED_TO_DESERIALIZE, "A command must be a JSON object")
+    kind = obj.get("type") or "ack"
+    if not isinstance(kind, str) or kind not in _COMMANDS:
+        raise FrameError(FAILED_TO_DESERIALIZE, f"Unknown command type {str(kind)[:100]!r}")
+    target = _ack_target(obj.get("messageId")) if _COMMANDS[kind] else None
+    permits = 0
+    if kind == "permit":
+        value = obj.get("permitMessages")
+        if value is None:
+            # ConsumerHandler.handlePermit's text
+            raise FrameError(
+                FAILED_TO_DESERIALIZE, "Missing required permitMessages field for 'permit' command"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
+            raise FrameError(
+                FAILED_TO_DESERIALIZE, f"permitMessages must be a positive integer, got {value!r}"
+            )
+        permits = value
+    return ConsumerCommand(kind, target, permits)

@@ -1,0 +1,242 @@
+"""The WebSocket producer: ``/ws/v2/producer/{domain}/{tenant}/{namespace}/{topic}``.
+
+Each text frame is one ``ProducerMessage`` (:mod:`pulsar_gateway.adapters.websocket.frames`); the
+gateway builds the stored entry a binary producer with the same settings would send
+(:func:`pulsar_gateway.adapters.messages.encode_entry`: ``MessageMetadata`` with producer name,
+sequence id, publish time, key, properties, event time, delivery time, and the payload compressed
+with ``compressionType``), appends it and answers a ``ProducerAck`` carrying the message id as
+base64 ``MessageIdData``, the form official clients' ``MessageId.serialize()`` use.
+
+Each frame is its own entry, never batched with others: Pulsar's WebSocket producer batches
+inside its Java client only when ``batchingEnabled=true``, and there an ack waits for the
+batch to be flushed; here the append is already a single pipelined Redis call, so an ack
+is as quick as a batch flush would be and a message id never has a batch index. The batching
+parameters are validated and otherwise have no effect.
+
+Deduplication: the producer has a sequence id per message, as a Java producer does: the
+message's ``sequenceId`` when given, else one more than the last (starting after
+``initialSequenceId``, or after the topic's stored last sequence id of a named producer,
+whichever is higher). With the topic's ``deduplication`` policy on, appends go through the
+core's checked path (``ProducerHandle.publish_checked``) and a repeated sequence id is answered
+``ok`` with message id ``(-1, -1)``, as Pulsar answers a duplicate.
+
+On a partitioned topic the gateway creates one producer per partition and routes each
+message (:mod:`pulsar_gateway.adapters.websocket.routing`); message ids carry the partition index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+
+from pulsar_gateway.adapters.messages import OutgoingMessage, encode_entry, encode_message_id
+from pulsar_gateway.adapters.websocket import frames
+from pulsar_gateway.adapters.websocket.params import ProducerParams
+from pulsar_gateway.adapters.websocket.routing import PartitionRouter
+from pulsar_gateway.adapters.websocket.session import Session
+from pulsar_gateway.core import (
+    DeliveryDelayNotAllowed,
+    GatewayError,
+    MessageId,
+    MessageTooLarge,
+    ProducerHandle,
+    Services,
+    TopicName,
+)
+
+__all__ = ["ProducerSession", "TopicProducer"]
+
+log = logging.getLogger(__name__)
+
+
+class TopicProducer:
+    """Producers on a topic's partitions (or on the topic itself), with routing and
+    per-partition sequence ids. Also used by consumers to publish dead letters."""
+
+    def __init__(
+        self,
+        services: Services,
+        producers: Sequence[ProducerHandle],
+        params: ProducerParams,
+        router: PartitionRouter | None,
+    ) -> None:
+        self.services = services
+        self.producers = list(producers)
+        self.params = params
+        self.router = router
+        first = params.initial_sequence_id
+        # ProducerImpl: the next id follows the higher of initialSequenceId and the
+        # broker's last stored one (PRODUCER_SUCCESS.last_sequence_id).
+        self._next_sequence = [max(first, p.last_sequence_id) + 1 for p in self.producers]
+
+    @classmethod
+    async def create(
+        cls, services: Services, topic: TopicName, params: ProducerParams
+    ) -> TopicProducer:
+        """Attach to ``topic`` (each of its partitions when it is partitioned).
+
+        Raises:
+            GatewayError: as ``ProducerService.create`` (ProducerBusy, ...).
+        """
+        partitions = await services.topics.partitions(topic)
+        names = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
+        producers: list[ProducerHandle] = []
+        try:
+            for name in names:
+                producers.append(await services.producers.create(name, params.producer_name))
+        except BaseException:
+            for producer in producers:
+                with contextlib.suppress(GatewayError):
+                    await services.producers.close(producer)
+            raise
+        router = (
+            PartitionRouter(partitions, params.routing_mode, params.hashing_scheme)
+            if partitions
+            else None
+        )
+        return cls(services, producers, params, router)
+
+    def publish(
+        self, message: OutgoingMessage, sequence_id: int | None = None
+    ) -> tuple[int, asyncio.Future[bytes | int | None]]:
+        """Append one message; returns the partition index (-1 when not partitioned) and
+        the append's future (stream id; None for a duplicate; 0 when fenced).
+
+        Raises:
+            DeliveryDelayNotAllowed: the topic's policy refuses the delivery time.
+            MessageTooLarge: the entry exceeds the gateway's max message size.
+        """
+        index = self.router.choose(message.key) if self.router is not None else 0
+        producer = self.producers[index]
+        if sequence_id is None:
+            sequence_id = self._next_sequence[index]
+        self._next_sequence[index] = max(self._next_sequence[index], sequence_id + 1)
+        publish_time = int(time.time() * 1000)
+        blob = encode_entry(
+            message, producer.name, sequence_id, publish_time, self.params.compression
+        )
+        limit = self.services.limits.max_message_size
+        if len(blob) > limit:
+            raise MessageTooLarge(f"Message size {len(blob)} exceeds the maximum of {limit} bytes")
+        fut = producer.publish_message(
+            blob,
+            sequence_id,
+            message.sticky_key,
+            publish_time=publish_time,
+            deliver_at=message.deliver_at,
+        )
+        return (index if self.router is not None else -1), fut
+
+    async def close(self) -> None:
+        for producer in self.producers:
+            try:
+                await self.services.producers.close(producer)
+            except GatewayError as exc:
+                log.warning("releasing producer %s failed: %s", producer.name, exc)
+
+
+def dead_letter_producer_name(topic: str, subscription: str, consumer_name: str) -> str:
+    """The Java client's dead-letter producer name (``ConsumerImpl``)."""
+    return f"{topic}-{subscription}-{consumer_name}-{secrets.token_hex(3)[:5]}-DLQ"
+
+
+class ProducerSession:
+    """One WebSocket producer session.
+
+    Frames are appended as they arrive (the appends pipeline to Redis); one writer task
+    sends the acks in frame order as the appends complete.
+    """
+
+    def __init__(self, session: Session, producer: TopicProducer) -> None:
+        self.session = session
+        self.producer = producer
+        self._replies: asyncio.Queue[_Reply] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        for p in producer.producers:
+            p.on_lost = self._lost
+
+    def start(self) -> None:
+        self._writer = asyncio.get_running_loop().create_task(self._write_replies())
+
+    async def stop(self) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+
+    def _lost(self, producer: ProducerHandle) -> None:
+        # Fenced or superseded (e.g. its name was taken over after a lease loss): the
+        # client must reconnect and learn its fate from the new upgrade's answer.
+        self.session.close_soon(1011, "Producer closed by the gateway; reconnect")
+
+    def _error(self, code: int, name: str, message: str, context: str | None) -> None:
+        self.session.count_error(name)
+        self._replies.put_nowait(frames.producer_error(code, message, context))
+
+    async def on_text(self, text: str) -> None:
+        self.session.count_command("send")
+        now = int(time.time() * 1000)
+        try:
+            request = frames.parse_producer_message(text, now)
+        except frames.FrameError as exc:
+            name = "FailedToDeserializeFromJSON" if exc.code == 3 else "PayloadEncodingError"
+            self._error(exc.code, name, str(exc), exc.context)
+            return
+        message = OutgoingMessage(
+            payload=request.payload,
+            key=request.key,
+            properties=request.properties,
+            event_time=request.event_time,
+            deliver_at=request.deliver_at,
+            replication_clusters=request.replication_clusters,
+        )
+        try:
+            partition, fut = self.producer.publish(message, request.sequence_id)
+        except (DeliveryDelayNotAllowed, MessageTooLarge) as exc:
+            # Pulsar answers a failed send with UnknownError and the exception's text.
+            self._error(frames.UNKNOWN_ERROR, type(exc).__name__, str(exc), request.context)
+            return
+        self._replies.put_nowait((fut, partition, request.context))
+
+    async def _write_replies(self) -> None:
+        while True:
+            reply = await self._replies.get()
+            if isinstance(reply, str):
+                await self.session.send(reply)
+                continue
+            fut, partition, context = reply
+            try:
+                stream_id = await fut
+            except GatewayError as exc:
+                log.warning("WebSocket append failed: %s", exc)
+                self.session.count_error(type(exc).__name__)
+                await self.session.send(
+                    frames.producer_error(frames.UNKNOWN_ERROR, str(exc), context)
+                )
+                continue
+            if stream_id == 0:
+                self.session.count_error("ProducerFenced")
+                await self.session.send(
+                    frames.producer_error(
+                        frames.UNKNOWN_ERROR,
+                        "Producer was fenced by an exclusive producer",
+                        context,
+                    )
+                )
+                self.session.close_soon(1011, "Producer fenced")
+                continue
+            if stream_id is None:
+                # A duplicate: acknowledged with (-1, -1), as Pulsar's broker does.
+                message_id = MessageId(-1, -1, partition)
+            else:
+                assert isinstance(stream_id, bytes)
+                message_id = MessageId.from_stream_id(stream_id, partition)
+            await self.session.send(frames.producer_ok(encode_message_id(message_id), context))
+
+
+#: A queued reply: an error frame ready to send, or an append to wait for.
+_Reply = str | tuple[asyncio.Future[bytes | int | None], int, str | None]

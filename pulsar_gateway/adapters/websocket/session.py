@@ -1,0 +1,167 @@
+"""What every WebSocket endpoint shares: admission, the upgrade, errors before it, metrics.
+
+Before the upgrade a request is refused with an HTTP status and Pulsar's JSON
+``{"reason": ...}`` (the app's ``json_errors`` middleware writes it), with the statuses of
+``AbstractWebSocketHandler.getErrorCode``: 400 for a bad query parameter or topic name
+(``Invalid query params: ...``), 404 for what does not exist, 409 for a busy or fenced
+producer or consumer, 429 when this gateway already serves ``websocket_max_sessions``
+sessions, 500 for a storage failure (``Failed to create producer/consumer: ...``).
+
+After the upgrade a session is a :class:`Session`: it counts itself in
+``pulsar_gateway_connections{protocol="websocket"}``, is listed in the app's
+:class:`SessionRegistry` (which closes every session with 1001 when the gateway shuts
+down) and sends text frames through :meth:`Session.send`, which never raises: a peer that
+went away just ends the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+
+from aiohttp import WSCloseCode, web
+
+from pulsar_gateway.adapters.resource import websocket_status
+from pulsar_gateway.adapters.websocket.params import ParamError
+from pulsar_gateway.core import (
+    GatewayError,
+    InvalidTopicName,
+    Services,
+)
+
+__all__ = [
+    "PROTOCOL",
+    "Session",
+    "SessionRegistry",
+    "fail",
+    "fail_for",
+    "serve_frames",
+]
+
+log = logging.getLogger(__name__)
+
+#: The ``protocol`` label of this adapter's metrics.
+PROTOCOL = "websocket"
+#: Close reason texts are limited to 123 bytes (RFC 6455 section 5.5).
+_MAX_REASON = 123
+
+
+def fail(status: type[web.HTTPException], reason: str) -> NoReturn:
+    """Refuse the upgrade; the ``json_errors`` middleware writes ``{"reason": ...}``."""
+    raise status(reason=reason.replace("\n", " "))
+
+
+def fail_for(services: Services, exc: Exception, what: str) -> NoReturn:
+    """Refuse the upgrade for ``exc`` (a ParamError or a GatewayError), counting it in
+    ``pulsar_gateway_errors{protocol="websocket"}``."""
+    services.metrics.errors.labels(PROTOCOL, type(exc).__name__).inc()
+    if isinstance(exc, ParamError | InvalidTopicName):
+        fail(web.HTTPBadRequest, f"Invalid query params: {exc}")
+    status = websocket_status(exc) if isinstance(exc, GatewayError) else web.HTTPInternalServerError
+    fail(status, f"Failed to create {what}: {exc}")
+
+
+class SessionRegistry:
+    """The open sessions of one gateway, bounded by ``websocket_max_sessions``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._admitted = 0
+        self.sessions: set[Session] = set()
+
+    def admit(self, services: Services) -> None:
+        """Reserve a place for a new session (released with :meth:`release`).
+
+        Raises:
+            web.HTTPTooManyRequests: the gateway serves ``limit`` sessions already.
+        """
+        if self._admitted >= self.limit:
+            services.metrics.errors.labels(PROTOCOL, "TooManyRequests").inc()
+            fail(web.HTTPTooManyRequests, "Too many WebSocket sessions")
+        self._admitted += 1
+
+    def release(self) -> None:
+        self._admitted -= 1
+
+    async def close_all(self) -> None:
+        """Close every session (gateway shutdown): clients see 1001 and reconnect."""
+        sessions = list(self.sessions)
+        await asyncio.gather(
+            *(s.close(WSCloseCode.GOING_AWAY, "Gateway shutting down") for s in sessions),
+            return_exceptions=True,
+        )
+
+
+class Session:
+    """One upgraded WebSocket connection."""
+
+    def __init__(self, services: Services, registry: SessionRegistry, ws: web.WebSocketResponse):
+        self.services = services
+        self.registry = registry
+        self.ws = ws
+        self.closed = False
+
+    async def __aenter__(self) -> Session:
+        metrics = self.services.metrics
+        metrics.connections.labels(PROTOCOL).inc()
+        metrics.connections_opened.labels(PROTOCOL).inc()
+        self.registry.sessions.add(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.closed = True
+        self.registry.sessions.discard(self)
+        self.services.metrics.connections.labels(PROTOCOL).dec()
+        await self.close(WSCloseCode.OK, "")
+
+    async def send(self, text: str) -> bool:
+        """Send one text frame; False when the peer is gone."""
+        if self.ws.closed:
+            return False
+        try:
+            await self.ws.send_str(text)
+        except (ConnectionError, RuntimeError) as exc:
+            log.debug("WebSocket send failed: %s", exc)
+            return False
+        return True
+
+    def count_command(self, name: str) -> None:
+        self.services.metrics.count_command(PROTOCOL, name)
+
+    def count_error(self, name: str) -> None:
+        self.services.metrics.errors.labels(PROTOCOL, name).inc()
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the socket with ``code`` and a reason a client can show."""
+        if self.ws.closed:
+            return
+        with contextlib.suppress(ConnectionError, RuntimeError, asyncio.CancelledError):
+            await self.ws.close(code=code, message=reason.encode()[:_MAX_REASON])
+
+    def close_soon(self, code: int, reason: str) -> None:
+        """Close from a synchronous callback (the core's sinks)."""
+        task = asyncio.get_running_loop().create_task(self.close(code, reason))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+#: Close tasks started from callbacks (a task needs a reference until it ends).
+_background: set[asyncio.Task[None]] = set()
+
+
+async def serve_frames(
+    session: Session, on_text: Callable[[str], Awaitable[None]], on_binary: Callable[[], str]
+) -> None:
+    """Read frames until the peer closes: text frames go to ``on_text``; a binary frame
+    gets the error text ``on_binary()`` returns."""
+    async for msg in session.ws:
+        if msg.type == web.WSMsgType.TEXT:
+            await on_text(msg.data)
+        elif msg.type == web.WSMsgType.BINARY:
+            await session.send(on_binary())
+        elif msg.type == web.WSMsgType.ERROR:
+            log.debug("WebSocket error: %s", session.ws.exception())
+            return

@@ -1,0 +1,179 @@
+"""The core: Pulsar's concepts over Redis, knowing no wire format.
+
+This module is the core's public API: the front ends (:mod:`pulsar_gateway.adapters`)
+import only the names below, and call the services the composition root built
+(:class:`Services`), never the storage lane, the Redis client or key names.
+
+Packages, from the bottom layer up; each imports only from the layers below it (a test
+checks it):
+
+* :mod:`.model`: topic names, message ids, the stored-entry format, subscription types,
+  schemas. Pure, no I/O.
+* :mod:`.storage`: the pipelined lane, notifications, the key schema, the Lua scripts and
+  their typed calls, the embedded redis-server.
+* :mod:`.policies`: namespace and topic policies, authentication, authorization.
+* :mod:`.topics`: topics, partitioned topics, tenants and namespaces, schemas.
+* :mod:`.fleet`: gateway membership, rates, topic stats, metrics.
+* :mod:`.producing`: producers and the producer registry.
+* :mod:`.consuming`: subscriptions, consumers, dispatchers.
+* :mod:`.admin`: cursor and scheduled-message admin, compaction, retention and TTL,
+  internal stats, tenant and namespace deletion.
+"""
+
+from __future__ import annotations
+
+from pulsar_gateway.core.admin.compaction import (
+    CompactionAlreadyRunning,
+    EntryInspector,
+    MessageKey,
+)
+from pulsar_gateway.core.admin.scheduled_messages import MAX_PAGE, ScheduledMessage
+from pulsar_gateway.core.admin.subscription_admin import CursorPosition
+from pulsar_gateway.core.consuming.consumer import ConsumerHandle, ConsumerSink, LastMessageId
+from pulsar_gateway.core.errors import (
+    AlreadyExists,
+    AuthenticationError,
+    AuthorizationError,
+    ConcurrentModification,
+    ConsumerAssignError,
+    ConsumerBusy,
+    ConsumerNotFound,
+    GatewayError,
+    IncompatibleSchema,
+    InvalidNamespaceName,
+    InvalidPartitionCount,
+    InvalidTenantInfo,
+    InvalidTopicName,
+    MessageNotFound,
+    MessageTooLarge,
+    NamespaceNotFound,
+    NotAllowed,
+    NotEmpty,
+    ProducerBlockedQuotaExceeded,
+    ProducerBusy,
+    ProducerFenced,
+    ProducerNotFound,
+    ServiceNotReady,
+    StorageError,
+    SubscriptionBusy,
+    SubscriptionConflict,
+    SubscriptionNotFound,
+    TenantNotFound,
+    TopicBusy,
+    TopicConflict,
+    TopicNotFound,
+)
+from pulsar_gateway.core.fleet.rates import ClientInfo
+from pulsar_gateway.core.model.access_mode import ProducerAccessMode
+from pulsar_gateway.core.model.date_formatter import format_time
+from pulsar_gateway.core.model.entry import (
+    Delivery,
+    EntryFormatError,
+    StoredEntry,
+    decode_ack_set,
+)
+from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
+from pulsar_gateway.core.model.message_id import MessageId, signed64, start_position, stream_id
+from pulsar_gateway.core.model.schema import SchemaData, decode_version, encode_version
+from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
+from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX, TopicName, parse_topic_name
+from pulsar_gateway.core.policies.authentication import AuthenticatedRole
+from pulsar_gateway.core.policies.authorization import AuthAction, parse_actions
+from pulsar_gateway.core.policies.backlog_quota import (
+    BACKLOG_QUOTA_POLICY,
+    QUOTA_TYPES,
+    exceeds_retention,
+    parse_backlog_quota,
+    parse_quota_type,
+)
+from pulsar_gateway.core.policies.deduplication import to_record
+from pulsar_gateway.core.policies.delayed_delivery import (
+    DELAYED_DELIVERY_POLICY,
+    DelayedDeliveryPolicy,
+    DeliveryDelayNotAllowed,
+)
+from pulsar_gateway.core.producing.producer import ProducerHandle
+from pulsar_gateway.core.services import Limits, Services
+from pulsar_gateway.core.topics.tenants import TenantInfo, check_namespace_name, check_tenant_name
+
+__all__ = [
+    "BACKLOG_QUOTA_POLICY",
+    "DELAYED_DELIVERY_POLICY",
+    "MAX_PAGE",
+    "PARTITION_SUFFIX",
+    "QUOTA_TYPES",
+    "AlreadyExists",
+    "AuthAction",
+    "AuthenticatedRole",
+    "AuthenticationError",
+    "AuthorizationError",
+    "ClientInfo",
+    "CompactionAlreadyRunning",
+    "ConcurrentModification",
+    "ConsumerAssignError",
+    "ConsumerBusy",
+    "ConsumerHandle",
+    "ConsumerNotFound",
+    "ConsumerSink",
+    "CursorPosition",
+    "DelayedDeliveryPolicy",
+    "Delivery",
+    "DeliveryDelayNotAllowed",
+    "EntryFormatError",
+    "EntryInspector",
+    "GatewayError",
+    "IncompatibleSchema",
+    "InitialPosition",
+    "InvalidNamespaceName",
+    "InvalidPartitionCount",
+    "InvalidTenantInfo",
+    "InvalidTopicName",
+    "KeySharedMode",
+    "KeySharedPolicy",
+    "LastMessageId",
+    "Limits",
+    "MessageId",
+    "MessageKey",
+    "MessageNotFound",
+    "MessageTooLarge",
+    "NamespaceNotFound",
+    "NotAllowed",
+    "NotEmpty",
+    "ProducerAccessMode",
+    "ProducerBlockedQuotaExceeded",
+    "ProducerBusy",
+    "ProducerFenced",
+    "ProducerHandle",
+    "ProducerNotFound",
+    "ScheduledMessage",
+    "SchemaData",
+    "ServiceNotReady",
+    "Services",
+    "StorageError",
+    "StoredEntry",
+    "SubscriptionBusy",
+    "SubscriptionConflict",
+    "SubscriptionNotFound",
+    "SubscriptionType",
+    "TenantInfo",
+    "TenantNotFound",
+    "TopicBusy",
+    "TopicConflict",
+    "TopicName",
+    "TopicNotFound",
+    "check_namespace_name",
+    "check_tenant_name",
+    "decode_ack_set",
+    "decode_version",
+    "encode_version",
+    "exceeds_retention",
+    "format_time",
+    "parse_actions",
+    "parse_backlog_quota",
+    "parse_quota_type",
+    "parse_topic_name",
+    "signed64",
+    "start_position",
+    "stream_id",
+    "to_record",
+]

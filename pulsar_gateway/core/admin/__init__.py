@@ -1,0 +1,20 @@
+"""Admin operations on topics and subscriptions: cursors, scheduled messages, compaction,
+retention and TTL rounds, internal stats, tenant and namespace deletion."""
+
+from __future__ import annotations
+
+from pulsar_gateway.core.admin.compaction import CompactionService
+from pulsar_gateway.core.admin.internal_stats import InternalStats
+from pulsar_gateway.core.admin.namespace_admin import NamespaceAdmin
+from pulsar_gateway.core.admin.scheduled_messages import ScheduledMessages
+from pulsar_gateway.core.admin.subscription_admin import SubscriptionAdmin
+from pulsar_gateway.core.admin.topic_maintenance import TopicMaintenance
+
+__all__ = [
+    "CompactionService",
+    "InternalStats",
+    "NamespaceAdmin",
+    "ScheduledMessages",
+    "SubscriptionAdmin",
+    "TopicMaintenance",
+]

@@ -1,0 +1,242 @@
+"""A topic's internal stats (Pulsar ``PersistentTopicInternalStats``, the admin API's
+``internalStats``), read from Redis in one script so every gateway reports the same.
+
+Pulsar describes a managed ledger: BookKeeper ledgers, cursors with mark-delete and read
+positions. Here a partition is one Redis stream, so the figures map as follows (what Redis
+cannot tell is synthetic, and said so):
+
+=====================================  =================================================
+Pulsar field                           here
+=====================================  =================================================
+``entriesAddedCounter``                ``XINFO STREAM`` entries-added (Redis >= 7; the
+                                       stream length before), since the stream was
+                                       created, not since a broker loaded it
+``numberOfEntries``                    stream length
+``totalSize``                          ``MEMORY USAGE`` of the stream (sampled: the bytes
+                                       Redis spends, overhead included)
+``currentLedgerEntries`` / ``Size``    the same: the stream is one pseudo-ledger
+``lastLedgerCreatedTimestamp``         the first entry's time (ISO-8601), else null
+``waitingCursorsCount``                cursors with live consumers and nothing to read
+``pendingAddEntriesCount``             0 (appends are single Redis commands)
+``lastConfirmedEntry``                 last generated stream id ``ms:seq`` (``-1:-1``
+                                       when nothing was ever appended)
+``state``                              ``LedgerOpened``
+``ledgers``                            one pseudo-ledger for the whole stream: ledgerId
+                                       = the first entry's ms (-1 when empty), entries,
+                                       size as above
+``compactedLedger``                    the compacted view (ledgerId -1), or Pulsar's
+                                       "none" (-1 entries and size)
+``cursors.*.markDeletePosition``       the last entry before the first unacked one
+``cursors.*.readPosition``             the first entry after the group's cursor (past
+                                       the end: ``ms:seq+1`` of the last id, as Pulsar's
+                                       LastConfirmedEntry.getNext())
+``cursors.*.messagesConsumedCounter``  ``XINFO GROUPS`` entries-read (Redis >= 7; 0 if
+                                       unknown)
+``cursors.*.individuallyDeletedMessages``  acknowledged runs after the mark-delete
+                                       position, Pulsar's ``[(a..b], (c..d]]`` form (first
+                                       10,000 entries scanned)
+``cursors.*.cursorLedger``             -1 (no cursor ledger: the group is the cursor)
+``cursors.*.state``                    ``Open``
+=====================================  =================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulsar_gateway.core.errors import NotAllowed, TopicNotFound
+from pulsar_gateway.core.model.date_formatter import format_time
+from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import stats, text
+from pulsar_gateway.core.storage.scripts.stats import CursorFacts, StreamFacts
+from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
+from pulsar_gateway.core.topics.topic import Topics
+
+__all__ = ["InternalStats"]
+
+
+def _position(sid: Any) -> str:
+    """``ms-seq`` -> Pulsar's ``ledgerId:entryId``."""
+    ms, _, seq = text(sid).partition("-")
+    return f"{ms}:{seq or 0}"
+
+
+def _split(sid: Any) -> tuple[int, int]:
+    ms, _, seq = text(sid).partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _before(sid: Any) -> str:
+    """The position just before entry ``sid``: Pulsar's ``ledger:entry-1``."""
+    ms, seq = _split(sid)
+    return f"{ms}:{seq - 1}"
+
+
+def _after(sid: Any) -> str:
+    ms, seq = _split(sid)
+    return f"{ms}:{seq + 1}"
+
+
+def _ledger(ledger_id: int, entries: int, size: int) -> dict[str, Any]:
+    return {
+        "ledgerId": ledger_id,
+        "entries": entries,
+        "size": size,
+        "offloaded": False,
+        "underReplicated": False,
+    }
+
+
+def _cursor(row: CursorFacts, stream: StreamFacts) -> dict[str, Any]:
+    first_id, last_generated = stream.first_id, stream.last_generated
+    if row.mark_delete:
+        mark_delete = _position(row.mark_delete)
+    elif row.first_unacked:
+        mark_delete = _before(row.first_unacked)
+    elif first_id:
+        mark_delete = _before(first_id)
+    else:
+        mark_delete = _position(last_generated)
+    read = row.read_position
+    read_position = _position(read) if read else _after(last_generated)
+    deleted = [f"({_position(after)}..{_position(last)}]" for after, last in row.acked_ranges]
+    caught_up = not read
+    return {
+        "markDeletePosition": mark_delete,
+        "readPosition": read_position,
+        "waitingReadOp": caught_up and row.live_consumers > 0,
+        "pendingReadOps": 0,
+        "messagesConsumedCounter": max(row.entries_read, 0),
+        "cursorLedger": -1,
+        "cursorLedgerLastEntry": -1,
+        "individuallyDeletedMessages": "[" + ", ".join(deleted) + "]",
+        "lastLedgerSwitchTimestamp": None,
+        "state": "Open",
+        "numberOfEntriesSinceFirstNotAckedMessage": row.since_first_unacked,
+        "totalNonContiguousDeletedMessagesRange": len(deleted),
+        "subscriptionHavePendingRead": caught_up and row.live_consumers > 0,
+        "subscriptionHavePendingReplayRead": False,
+        "properties": {},
+    }
+
+
+#: What a listed topic that has no stream yet reports.
+_EMPTY_STREAM = StreamFacts(0, b"0-0", 0, b"", b"", 0)
+
+
+class InternalStats:
+    """The admin API's ``internalStats`` and ``partitioned-internalStats``."""
+
+    def __init__(self, lane: Lane, topics: Topics, partitioned_topics: PartitionedTopics) -> None:
+        self._lane = lane
+        self._topics = topics
+        self._partitioned = partitioned_topics
+
+    async def topic(self, topic: TopicName) -> dict[str, Any]:
+        """PersistentTopicInternalStats of a non-partitioned topic or one partition.
+
+        A non-persistent topic answers Pulsar's empty figures with its live subscriptions.
+
+        Raises:
+            NotAllowed: a partitioned topic's base name (use :meth:`partitioned`).
+            TopicNotFound: no such topic.
+        """
+        if await self._partitioned.partitions(topic) > 0:
+            raise NotAllowed(
+                f"{topic} is a partitioned topic: ask for its partitioned-internalStats"
+            )
+        handle = self._topics.get(topic)
+        names = await handle.subscriptions()
+        if not topic.persistent:
+            if not await self._partitioned.exists(topic):
+                raise TopicNotFound(f"Topic {topic} not found")
+            return _non_persistent(names)
+        reply = await stats.internal_stats(self._lane, handle.keys, subscriptions=names)
+        if reply is None:
+            if not await self._partitioned.exists(topic):
+                raise TopicNotFound(f"Topic {topic} not found")
+            stream, compacted, cursors = _EMPTY_STREAM, None, tuple[CursorFacts, ...]()
+        else:
+            stream, compacted, cursors = reply.stream, reply.compacted, reply.cursors
+        length, size = stream.length, stream.size
+        ever = text(stream.last_generated) != "0-0"
+        first_ms = _split(stream.first_id)[0] if stream.first_id else -1
+        rows = {row.name: _cursor(row, stream) for row in cursors}
+        return {
+            "entriesAddedCounter": stream.added if stream.added >= 0 else length,
+            "numberOfEntries": length,
+            "totalSize": size,
+            "currentLedgerEntries": length,
+            "currentLedgerSize": size,
+            "lastLedgerCreatedTimestamp": format_time(first_ms) if stream.first_id else None,
+            "lastLedgerCreationFailureTimestamp": None,
+            "waitingCursorsCount": sum(1 for c in rows.values() if c["waitingReadOp"]),
+            "pendingAddEntriesCount": 0,
+            "lastConfirmedEntry": _position(stream.last_generated) if ever else "-1:-1",
+            "state": "LedgerOpened",
+            "ledgers": [_ledger(first_ms, length, size)] if length else [],
+            "cursors": rows,
+            "schemaLedgers": [],
+            "compactedLedger": (
+                _ledger(-1, compacted.length, compacted.size) if compacted else _ledger(-1, -1, -1)
+            ),
+        }
+
+    async def partitioned(self, topic: TopicName) -> dict[str, Any]:
+        """PartitionedTopicInternalStats: ``{"metadata": {"partitions": n}, "partitions":
+        {partition name: PersistentTopicInternalStats}}``.
+
+        Raises:
+            TopicNotFound: not a partitioned topic.
+        """
+        count = await self._partitioned.partitions(topic)
+        if count <= 0:
+            raise TopicNotFound(f"Partitioned Topic {topic} not found")
+        partitions = {}
+        for i in range(count):
+            name = topic.partition(i)
+            try:
+                partitions[str(name)] = await self.topic(name)
+            except TopicNotFound:
+                continue  # a partition nothing was written to nor subscribed yet
+        return {"metadata": {"partitions": count}, "partitions": partitions}
+
+
+def _non_persistent(subscriptions: list[str]) -> dict[str, Any]:
+    """Pulsar ``NonPersistentTopic.getInternalStats``: nothing is stored, so every figure
+    keeps its default and each live subscription has an empty CursorStats."""
+    empty_cursor = {
+        "markDeletePosition": None,
+        "readPosition": None,
+        "waitingReadOp": False,
+        "pendingReadOps": 0,
+        "messagesConsumedCounter": 0,
+        "cursorLedger": 0,
+        "cursorLedgerLastEntry": 0,
+        "individuallyDeletedMessages": None,
+        "lastLedgerSwitchTimestamp": None,
+        "state": None,
+        "numberOfEntriesSinceFirstNotAckedMessage": 0,
+        "totalNonContiguousDeletedMessagesRange": 0,
+        "subscriptionHavePendingRead": False,
+        "subscriptionHavePendingReplayRead": False,
+        "properties": None,
+    }
+    return {
+        "entriesAddedCounter": 0,
+        "numberOfEntries": 0,
+        "totalSize": 0,
+        "currentLedgerEntries": 0,
+        "currentLedgerSize": 0,
+        "lastLedgerCreatedTimestamp": None,
+        "lastLedgerCreationFailureTimestamp": None,
+        "waitingCursorsCount": 0,
+        "pendingAddEntriesCount": 0,
+        "lastConfirmedEntry": None,
+        "state": None,
+        "ledgers": None,
+        "cursors": {name: dict(empty_cursor) for name in sorted(subscriptions)},
+        "schemaLedgers": None,
+        "compactedLedger": None,
+    }

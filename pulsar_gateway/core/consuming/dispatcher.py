@@ -1,0 +1,333 @@
+"""The dispatcher: moves a subscription's messages to this gateway's consumers.
+
+Theory of operation. Each subscription with consumers on this gateway has one dispatcher
+task. It sleeps until woken, by a topic notification (pub/sub, from any gateway's
+producers or redeliveries), by new permits (``CommandFlow``), when the subscription's
+earliest scheduled message is due (every dispatch reply says in how many milliseconds, by
+Redis's clock), or by a slow poll that also reaps consumers whose lease expired. Awake, it
+runs :meth:`Dispatcher.run_once`: for every local consumer with permits it calls
+``dispatch.lua``, which atomically hands the consumer parked redeliveries first, then due
+scheduled messages, then new entries past the group's cursor, never more messages than the
+permits allow. All consumers' calls go out in the same pipeline.
+
+A lone consumer is fed in chunks of ``DISPATCH_CHUNK`` messages, the request for the next
+chunk sent before the current one is encoded, so Redis and the gateway overlap. With
+several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH`` messages
+so a Shared subscription spreads its backlog, as Pulsar's
+``dispatcherMaxRoundRobinBatchSize`` (20) does. Consumers on other gateways compete
+through the same Lua script, so the split is fair across the fleet too and no entry is
+handed out twice.
+
+A read_compacted subscription (Exclusive or Failover) at or before the topic's compaction
+horizon is fed from the compacted view (``dispatch_compacted.lua``, docs/lifecycle.md);
+past the horizon that script answers NOT_COMPACTED and the ordinary dispatch follows.
+
+``run_once`` is callable from tests; :meth:`Dispatcher.start` runs it in a loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Protocol
+
+from pulsar_gateway.core.consuming.consumer import Consumer
+from pulsar_gateway.core.errors import GatewayError, ServiceNotReady
+from pulsar_gateway.core.model.entry import Delivery
+from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.storage.keys import SubscriptionKeys
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import dispatch
+from pulsar_gateway.core.storage.scripts.dispatch import DispatchReply, DispatchStatus
+from pulsar_gateway.core.topics.topic import Topic
+
+__all__ = [
+    "DISPATCH_CHUNK",
+    "POLL_INTERVAL",
+    "ROUND_ROBIN_BATCH",
+    "DispatchedSubscription",
+    "Dispatcher",
+]
+
+log = logging.getLogger(__name__)
+
+#: Most messages one consumer gets per round when several have permits (Pulsar
+#: ``dispatcherMaxRoundRobinBatchSize``).
+ROUND_ROBIN_BATCH = 20
+#: Most messages one request asks for when a lone consumer is fed: small enough that
+#: Redis prepares the next chunk while the gateway encodes this one.
+DISPATCH_CHUNK = 250
+#: Fallback poll when no notification arrives, seconds: covers lost pub/sub messages.
+POLL_INTERVAL = 1.0
+
+
+class DispatchedSubscription(Protocol):
+    """What a dispatcher needs of its subscription."""
+
+    name: str
+    type: SubscriptionType
+    keys: SubscriptionKeys
+    lane: Lane
+    topic: Topic
+    partition: int
+    lease_ms: int
+    read_compacted: bool
+    consumers: list[Consumer]
+
+    def set_active(self, active_uid: str) -> None:
+        """Failover: mark which local consumer is active."""
+
+    async def reap(self) -> int:
+        """Hand back the entries of consumers whose lease expired."""
+
+
+def _abandon(consumer: Consumer, exc: BaseException) -> None:
+    """A dispatch call for ``consumer`` failed. Unless it was never sent (shutdown), it may
+    have run with its reply lost, leaving entries pending at the consumer that it will
+    never receive: abandon the consumer, which hands them back (``Consumer.abandon``)."""
+    if not isinstance(exc, ServiceNotReady):
+        consumer.abandon()
+
+
+class Dispatcher:
+    """Feeds one subscription's local consumers."""
+
+    def __init__(self, subscription: DispatchedSubscription) -> None:
+        self.subscription = subscription
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: loop time when the earliest scheduled message is due, if known
+        self._due_at: float | None = None
+        self._messages_per_entry = 1.0
+        self._next_reap = 0.0
+        self._rotation = 0
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"dispatcher {self.subscription.topic.full_name}"
+            )
+        self.wake()
+
+    def stop(self) -> asyncio.Task[None] | None:
+        """Cancel the dispatcher task; returns it (to await at shutdown) if it was running."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        return task
+
+    async def _run(self) -> None:
+        # Runs while it is this dispatcher's task: a stop() whose cancellation is lost
+        # (it can be, racing a completed wait) still ends the loop at the next round.
+        loop = asyncio.get_running_loop()
+        while self._task is asyncio.current_task():
+            timeout = POLL_INTERVAL
+            if self._due_at is not None:
+                timeout = min(timeout, max(0.0, self._due_at - loop.time()))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            self._wake.clear()
+            if self._due_at is not None and self._due_at <= loop.time():
+                self._due_at = None  # this round's replies tell the next time
+            try:
+                if time.monotonic() >= self._next_reap:
+                    self._next_reap = time.monotonic() + self.subscription.lease_ms / 2000
+                    await self.subscription.reap()
+                await self.run_once()
+            except GatewayError as exc:
+                log.warning("dispatch on %s failed: %s", self.subscription.name, exc)
+                await asyncio.sleep(0.5)
+                self.wake()
+            except Exception:
+                # A bug must not silently stop a subscription's delivery: log, back off, retry.
+                log.exception("dispatcher of %s failed", self.subscription.name)
+                await asyncio.sleep(1.0)
+                self.wake()
+
+    async def run_once(self) -> int:
+        """Dispatch until no local consumer has permits or nothing is left.
+
+        Returns:
+            The number of messages delivered.
+        """
+        sub = self.subscription
+        delivered = 0
+        while True:
+            ready = [c for c in sub.consumers if c.permits > 0 and not c.closed]
+            if not ready:
+                return delivered
+            if len(ready) == 1:
+                progress = await self._feed_one(ready[0])
+            else:
+                self._rotation = (self._rotation + 1) % len(ready)
+                ready = ready[self._rotation :] + ready[: self._rotation]
+                calls = [self._request(c, min(c.permits, ROUND_ROBIN_BATCH)) for c in ready]
+                progress = 0
+                failure: BaseException | None = None
+                replies = await asyncio.gather(*calls, return_exceptions=True)
+                for consumer, reply in zip(ready, replies, strict=True):
+                    if isinstance(reply, BaseException):
+                        _abandon(consumer, reply)
+                        failure = failure or reply
+                    else:
+                        progress += self._hand_over(consumer, reply)
+                if failure is not None:
+                    raise failure
+            if not progress:
+                return delivered
+            delivered += progress
+
+    async def _feed_one(self, consumer: Consumer) -> int:
+        """Feed a lone consumer in chunks, requesting the next chunk before encoding the
+        current one, so Redis and this gateway work at the same time. Each request knows
+        the permits left after the previous reply, so permits stay exact."""
+        lane = self.subscription.lane
+        delivered = 0
+        want = min(consumer.permits, DISPATCH_CHUNK)
+        fut: asyncio.Future[DispatchReply] | None = self._request(consumer, want)
+        lane.flush_now()
+        while fut is not None:
+            try:
+                reply = await fut
+            except Exception as exc:  # any failure: the script may have run (see _abandon)
+                _abandon(consumer, exc)
+                raise
+            fut = None
+            if not self._check_reply(consumer, reply):
+                return delivered
+            deliveries = reply.deliveries
+            messages = sum(d.num_messages for d in deliveries)
+            left = consumer.permits - messages
+            if messages >= want and left > 0 and not consumer.closed:
+                want = min(left, DISPATCH_CHUNK)
+                fut = self._request(consumer, want)
+                lane.flush_now()
+            delivered += self._deliver(consumer, deliveries, messages)
+        return delivered
+
+    def _request(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
+        if self.subscription.read_compacted:  # the compacted view first (docs/lifecycle.md)
+            return self._request_compacted(consumer, permits)
+        return self._request_plain(consumer, permits)
+
+    def _request_plain(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
+        sub = self.subscription
+        if sub.type is SubscriptionType.KEY_SHARED:
+            return dispatch.dispatch_key_shared(
+                sub.lane,
+                sub.keys,
+                subscription=sub.name,
+                consumer=consumer.uid,
+                permits=permits,
+                messages_per_entry=self._messages_per_entry,
+                lease_ms=sub.lease_ms,
+            )
+        return dispatch.dispatch(
+            sub.lane,
+            sub.keys,
+            subscription=sub.name,
+            consumer=consumer.uid,
+            permits=permits,
+            messages_per_entry=self._messages_per_entry,
+            lease_ms=sub.lease_ms,
+            subscription_type=sub.type,
+            partition=sub.partition,
+        )
+
+    def _request_compacted(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
+        """``dispatch_compacted.lua`` while the subscription is at or before the compaction
+        horizon, chained to the ordinary dispatch when the script answers NOT_COMPACTED:
+        either way one future of a dispatch reply."""
+        sub = self.subscription
+        result: asyncio.Future[DispatchReply] = asyncio.get_running_loop().create_future()
+        call = dispatch.dispatch_compacted(
+            sub.lane,
+            sub.keys,
+            compaction=sub.topic.keys.compaction,
+            compacted=sub.topic.keys.compacted,
+            subscription=sub.name,
+            consumer=consumer.uid,
+            permits=permits,
+            messages_per_entry=self._messages_per_entry,
+            lease_ms=sub.lease_ms,
+            subscription_type=sub.type,
+            partition=sub.partition,
+        )
+
+        def chain(source: asyncio.Future[DispatchReply]) -> None:
+            if result.done():
+                return
+            if source.cancelled():
+                result.cancel()
+            elif (exc := source.exception()) is not None:
+                result.set_exception(exc)
+            else:
+                result.set_result(source.result())
+
+        def done(fut: asyncio.Future[DispatchReply]) -> None:
+            if (
+                not fut.cancelled()
+                and fut.exception() is None
+                and fut.result().status is DispatchStatus.NOT_COMPACTED
+            ):
+                self._request_plain(consumer, permits).add_done_callback(chain)
+            else:
+                chain(fut)
+
+        call.add_done_callback(done)
+        return result
+
+    def _check_reply(self, consumer: Consumer, reply: DispatchReply) -> bool:
+        """Act on a dispatch reply's status; True when it carries deliveries."""
+        sub = self.subscription
+        if reply.status is DispatchStatus.CONSUMER_GONE:
+            consumer.lost()
+            return False
+        if reply.status is DispatchStatus.NOT_ACTIVE:
+            sub.set_active(reply.active)
+            return False
+        if reply.wake_fleet:
+            # Key_Shared entries were queued for consumers elsewhere, or a message was
+            # scheduled ahead of the earliest one: wake the other gateways.
+            sub.topic.notify()
+        if reply.next_due_ms >= 0:
+            self._wake_at(reply.next_due_ms)
+        if sub.type is SubscriptionType.FAILOVER:
+            sub.set_active(consumer.uid)
+        return True
+
+    def _wake_at(self, due_in_ms: int) -> None:
+        """Be awake when the earliest scheduled message is due, ``due_in_ms`` from the
+        reply (Redis's clock: only the interval is used, so gateway clocks do not matter;
+        the reply's travel time only makes the wake-up later, never early)."""
+        due_at = asyncio.get_running_loop().time() + due_in_ms / 1000
+        if self._due_at is None or due_at < self._due_at:
+            self._due_at = due_at
+            if due_in_ms == 0:
+                self.wake()
+
+    def _hand_over(self, consumer: Consumer, reply: DispatchReply) -> int:
+        """Deliver one dispatch reply; returns the messages delivered."""
+        if not self._check_reply(consumer, reply):
+            return 0
+        deliveries = reply.deliveries
+        return self._deliver(consumer, deliveries, sum(d.num_messages for d in deliveries))
+
+    def _deliver(self, consumer: Consumer, deliveries: list[Delivery], messages: int) -> int:
+        if not deliveries:
+            return 0
+        self._messages_per_entry = 0.8 * self._messages_per_entry + 0.2 * (
+            messages / len(deliveries)
+        )
+        if consumer.closed:
+            # Closed while the call was in flight: the release script, queued after this
+            # dispatch, has parked these entries again.
+            return 0
+        consumer.deliver(deliveries, messages)
+        return messages

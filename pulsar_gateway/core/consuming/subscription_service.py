@@ -1,0 +1,222 @@
+"""The subscription service: consumers join topics here (Pulsar SUBSCRIBE).
+
+It keeps this gateway's view of the subscriptions it has consumers on (one
+:class:`~.subscription.Subscription` and dispatcher each), wakes their dispatchers when the
+topic's channel says there is new work, and renews their consumers' leases every third of a
+lease, so the fleet knows they are alive (DESIGN.md "Liveness is leased"). Non-persistent
+topics are handed to :class:`~.non_persistent.NonPersistentSubscriptions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Iterator
+
+from pulsar_gateway.core.consuming.consumer import ConsumerHandle, ConsumerSink
+from pulsar_gateway.core.consuming.dispatcher import POLL_INTERVAL
+from pulsar_gateway.core.consuming.non_persistent import NonPersistentSubscriptions
+from pulsar_gateway.core.consuming.subscription import Subscription
+from pulsar_gateway.core.errors import GatewayError, NotAllowed
+from pulsar_gateway.core.fleet.metrics import GatewayMetrics
+from pulsar_gateway.core.fleet.rates import TopicMeters
+from pulsar_gateway.core.model.key_shared import KeySharedPolicy
+from pulsar_gateway.core.model.message_id import MessageId, start_position
+from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
+from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.periodic import Periodic
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.notifier import Notifier
+from pulsar_gateway.core.storage.scripts import subscriptions
+from pulsar_gateway.core.topics.topic import Topics
+
+__all__ = ["SubscriptionService"]
+
+log = logging.getLogger(__name__)
+
+
+class SubscriptionService:
+    """Attaches consumers to subscriptions and keeps them alive.
+
+    Args:
+        lane, notifier: storage.
+        topics: opens topic handles.
+        non_persistent: the non-persistent side.
+        gateway_id: prefixes consumer uids, so they are unique in the fleet.
+        lease_ms: a consumer's lease.
+        metrics: the gateway's counters; ``meters``: a topic's meters on this gateway.
+    """
+
+    def __init__(
+        self,
+        *,
+        lane: Lane,
+        notifier: Notifier,
+        topics: Topics,
+        non_persistent: NonPersistentSubscriptions,
+        gateway_id: str,
+        lease_ms: int,
+        metrics: GatewayMetrics,
+        meters: Callable[[str], TopicMeters],
+    ) -> None:
+        self._lane = lane
+        self._notifier = notifier
+        self._topics = topics
+        self._non_persistent = non_persistent
+        self._gateway_id = gateway_id
+        self._lease_ms = lease_ms
+        self._metrics = metrics
+        self._meters = meters
+        self._uids = itertools.count()
+        self._subscriptions: dict[tuple[str, str], Subscription] = {}
+        self._channel_subs: dict[str, set[Subscription]] = {}
+        self._stopped_dispatchers: set[asyncio.Task[None]] = set()
+        self._renewal = Periodic("consumer lease renewal", lease_ms / 3000, self.renew_leases)
+
+    def start(self) -> None:
+        self._renewal.start()
+
+    async def subscribe(
+        self,
+        name: TopicName | str,
+        subscription: str,
+        sub_type: SubscriptionType,
+        consumer_name: str,
+        sink: ConsumerSink,
+        *,
+        initial_position: InitialPosition = InitialPosition.LATEST,
+        durable: bool = True,
+        start_message_id: MessageId | None = None,
+        read_compacted: bool = False,
+        priority_level: int = 0,
+        key_shared: KeySharedPolicy | None = None,
+    ) -> ConsumerHandle:
+        """Attach a consumer to a subscription, creating topic and subscription on first use.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+            NotAllowed: read_compacted on a Shared or Key_Shared subscription; Key_Shared
+                on a non-persistent topic.
+            ConsumerBusy: the Exclusive rule or a subscription type clash.
+            ConsumerAssignError: Key_Shared STICKY ranges refused.
+            StorageError: Redis failed.
+        """
+        topic = self._topics.get(name)
+        if read_compacted and sub_type not in (
+            SubscriptionType.EXCLUSIVE,
+            SubscriptionType.FAILOVER,
+        ):
+            # PersistentTopic.subscribe refuses it the same way
+            raise NotAllowed("readCompacted only allowed on failover or exclusive subscriptions")
+        await topic.register()
+        uid = f"{self._gateway_id}-{next(self._uids)}"
+        if not topic.name.persistent:
+            return await self._non_persistent.subscribe(
+                topic, subscription, sub_type, consumer_name, sink, uid
+            )
+        key = (topic.full_name, subscription)
+        sub = self._subscriptions.get(key)
+        if sub is None:
+            sub = Subscription(
+                topic,
+                subscription,
+                sub_type,
+                durable,
+                lane=self._lane,
+                lease_ms=self._lease_ms,
+                metrics=self._metrics,
+                meter=self._meters(topic.full_name).out(subscription),
+                on_idle=self._drop,
+            )
+            self._subscriptions[key] = sub
+            channel = topic.keys.notify_channel
+            subs = self._channel_subs.setdefault(channel, set())
+            if not subs:
+                self._notifier.subscribe(channel, lambda: self._wake_channel(channel))
+            subs.add(sub)
+        sub.read_compacted = read_compacted
+        position = start_position(initial_position, None if durable else start_message_id)
+        try:
+            return await sub.attach(
+                uid,
+                consumer_name,
+                sink,
+                position,
+                priority_level=priority_level,
+                key_shared=key_shared,
+            )
+        except BaseException:
+            if not sub.consumers:
+                self._drop(sub)
+            raise
+
+    def consumers(self) -> Iterator[ConsumerHandle]:
+        """Every consumer attached through this gateway (persistent and non-persistent)."""
+        for sub in self._subscriptions.values():
+            yield from sub.consumers
+        yield from self._non_persistent.consumers()
+
+    def _drop(self, sub: Subscription) -> None:
+        """Forget a subscription with no local consumers left."""
+        key = (sub.topic.full_name, sub.name)
+        if self._subscriptions.get(key) is sub:
+            del self._subscriptions[key]
+        task = sub.dispatcher.stop()
+        if task is not None:
+            # Awaited at shutdown, so no cancelled task outlives the event loop.
+            self._stopped_dispatchers.add(task)
+            task.add_done_callback(self._stopped_dispatchers.discard)
+        channel = sub.topic.keys.notify_channel
+        subs = self._channel_subs.get(channel)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._channel_subs[channel]
+                self._notifier.unsubscribe(channel)
+
+    def _wake_channel(self, channel: str) -> None:
+        for sub in self._channel_subs.get(channel, ()):
+            sub.dispatcher.wake()
+
+    # -- leases --------------------------------------------------------------------------
+
+    async def renew_leases(self) -> None:
+        """Renew every local consumer's lease; close those whose lease is already gone
+        (reaped by another gateway, or detached by an admin delete, reset or seek), and
+        re-read the non-persistent registries."""
+        subs = [s for s in self._subscriptions.values() if s.consumers]
+        calls = [
+            subscriptions.renew_leases(
+                self._lane,
+                sub.keys,
+                lease_ms=self._lease_ms,
+                consumers=[c.uid for c in sub.consumers],
+            )
+            for sub in subs
+        ]
+        for sub, lost in zip(subs, await asyncio.gather(*calls), strict=True):
+            for uid in lost:
+                for consumer in list(sub.consumers):
+                    if consumer.uid == uid:
+                        log.warning("consumer %s lost its lease; closing it", uid)
+                        consumer.lost()
+
+    async def detach_lost(self) -> None:
+        """Close the local consumers an admin operation just detached in Redis (persistent
+        and non-persistent) now, rather than at the next renewal."""
+        await self.renew_leases()
+        await self._non_persistent.refresh()
+
+    async def close(self) -> None:
+        """Release every local consumer (their unacked entries go back at once), then stop."""
+        await self._renewal.stop()
+        for sub in list(self._subscriptions.values()):
+            for consumer in list(sub.consumers):
+                try:
+                    await consumer.close()
+                except GatewayError as exc:
+                    log.debug("releasing consumer %s failed: %s", consumer.uid, exc)
+        await self._non_persistent.close()
+        if self._stopped_dispatchers:
+            await asyncio.wait(self._stopped_dispatchers, timeout=2 * POLL_INTERVAL)

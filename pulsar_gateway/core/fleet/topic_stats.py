@@ -1,0 +1,221 @@
+"""Topic statistics (Pulsar ``TopicStats``, ``SubscriptionStats``, ``PublisherStats``,
+``ConsumerStats``) as the whole fleet sees them.
+
+Two sources, read in one script (``topic_stats.lua``): what Redis holds (stream length and memory,
+each subscription's cursor, backlog, unacked and delayed counts, the live producers and consumers)
+and the rate reports every gateway writes for the topics it serves
+(:mod:`pulsar_gateway.core.fleet.rates`). :func:`compose` merges them into Pulsar's JSON, a pure
+function of the script's answer, so any gateway asked gives the same figures.
+
+What differs from Pulsar, by construction: ``msgBacklog`` counts entries (as Pulsar's
+does: a client batch is one entry); ``unackedMessages`` counts entries held by consumers;
+``backlogSize`` is estimated as the stream's memory times the share of its entries in the
+backlog; counters are the sum over live gateways since they started.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from pulsar_gateway.core.errors import TopicNotFound
+from pulsar_gateway.core.fleet.rates import REPORT_INTERVAL, fresh_reports
+from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import stats
+from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
+from pulsar_gateway.core.topics.topic import Topics
+
+__all__ = ["TopicStats", "compose"]
+
+_RATE_FIELDS = ("msgRateOut", "msgThroughputOut", "msgRateRedeliver")
+_COUNTER_FIELDS = ("msgOutCounter", "bytesOutCounter")
+
+
+def _list(value: Any) -> list[Any]:
+    # cjson encodes an empty Lua table as {}
+    return value if isinstance(value, list) else []
+
+
+def _consumer(redis_side: dict[str, Any], report: dict[str, Any] | None) -> dict[str, Any]:
+    report = report or {}
+    return {
+        "consumerName": redis_side["name"],
+        "msgRateOut": report.get("msgRateOut", 0.0),
+        "msgThroughputOut": report.get("msgThroughputOut", 0.0),
+        "msgRateRedeliver": report.get("msgRateRedeliver", 0.0),
+        "msgOutCounter": report.get("msgOutCounter", 0),
+        "bytesOutCounter": report.get("bytesOutCounter", 0),
+        "availablePermits": report.get("availablePermits", 0),
+        "unackedMessages": redis_side["unacked"],
+        "priorityLevel": redis_side["priority"],
+        "blockedConsumerOnUnackedMsgs": False,
+        "address": report.get("address", ""),
+        "clientVersion": report.get("clientVersion", ""),
+        "connectedSince": report.get("connectedSince", ""),
+        "metadata": {},
+    }
+
+
+def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pulsar's ``TopicStats`` JSON from ``topic_stats.lua``'s answer and the fresh
+    gateway reports of the topic."""
+    length, size = int(data["length"]), int(data["size"])
+
+    def backlog_size(entries: int) -> int:
+        return size * entries // length if length else 0
+
+    # rates and counters of every gateway, by subscription and by consumer uid
+    sub_totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    consumer_reports: dict[str, dict[str, Any]] = {}
+    publishers: list[dict[str, Any]] = []
+    totals: dict[str, float] = defaultdict(float)
+    for report in reports:
+        for field in ("msgRateIn", "msgThroughputIn", "msgInCounter", "bytesInCounter"):
+            totals[field] += report.get(field, 0)
+        publishers.extend(report.get("publishers") or [])
+        for name, sub in (report.get("subscriptions") or {}).items():
+            for field in (*_RATE_FIELDS, *_COUNTER_FIELDS):
+                sub_totals[name][field] += sub.get(field, 0)
+                totals[field] += sub.get(field, 0)
+            for consumer in sub.get("consumers") or []:
+                consumer_reports[consumer.get("uid", "")] = consumer
+    reported = {p.get("producerName") for p in publishers}
+    for name in _list(data.get("producers")):
+        if name not in reported:  # registered, its gateway has not reported yet
+            publishers.append({"producerName": name, "msgRateIn": 0.0, "msgThroughputIn": 0.0})
+
+    subscriptions = {}
+    for s in _list(data.get("subs")):
+        name = s["name"]
+        consumers = [_consumer(c, consumer_reports.get(c["uid"])) for c in _list(s["consumers"])]
+        if not data.get("persistent", True):
+            # a non-persistent subscription's consumers are known from the reports only
+            consumers = [
+                _consumer({"name": c.get("consumerName", ""), "unacked": 0, "priority": 0}, c)
+                for report in reports
+                for c in (report.get("subscriptions") or {}).get(name, {}).get("consumers") or []
+            ]
+        rates = sub_totals.get(name, {})
+        backlog = int(s["backlog"])
+        subscriptions[name] = {
+            **{field: rates.get(field, 0.0) for field in _RATE_FIELDS},
+            **{field: int(rates.get(field, 0)) for field in _COUNTER_FIELDS},
+            "msgBacklog": backlog,
+            "msgBacklogNoDelayed": backlog - int(s["delayed"]),
+            "backlogSize": backlog_size(backlog),
+            "msgDelayed": int(s["delayed"]),
+            "unackedMessages": sum(c["unackedMessages"] for c in consumers),
+            "type": SubscriptionType(int(s["type"])).pulsar_name,
+            "msgRateExpired": 0.0,
+            "isDurable": True,
+            "isReplicated": False,
+            "blockedSubscriptionOnUnackedMsgs": False,
+            "consumers": consumers,
+        }
+    msg_rate_in = totals["msgRateIn"]
+    return {
+        "msgRateIn": msg_rate_in,
+        "msgThroughputIn": totals["msgThroughputIn"],
+        "msgRateOut": totals["msgRateOut"],
+        "msgThroughputOut": totals["msgThroughputOut"],
+        "msgInCounter": int(totals["msgInCounter"]),
+        "bytesInCounter": int(totals["bytesInCounter"]),
+        "msgOutCounter": int(totals["msgOutCounter"]),
+        "bytesOutCounter": int(totals["bytesOutCounter"]),
+        "averageMsgSize": totals["msgThroughputIn"] / msg_rate_in if msg_rate_in else 0.0,
+        "storageSize": size,
+        "backlogSize": max((sub["backlogSize"] for sub in subscriptions.values()), default=0),
+        "entriesAddedCounter": int(data["added"]),
+        "waitingPublishers": 0,
+        "publishers": publishers,
+        "subscriptions": subscriptions,
+        "replication": {},
+    }
+
+
+class TopicStats:
+    """Reads topic stats as the fleet sees them (admin ``stats``, ``partitioned-stats``
+    and ``/metrics``).
+
+    Args:
+        lane: storage; ``topics``: opens topic handles.
+        partitioned_topics: tells whether a topic without data is listed.
+        report_interval: the gateways' rate-report interval (older reports are stale).
+    """
+
+    def __init__(
+        self,
+        lane: Lane,
+        topics: Topics,
+        partitioned_topics: PartitionedTopics,
+        report_interval: float = REPORT_INTERVAL,
+    ) -> None:
+        self._lane = lane
+        self._topics = topics
+        self._partitioned = partitioned_topics
+        self.report_interval = report_interval
+
+    async def read(self, topic: str) -> dict[str, Any] | None:
+        """``topic_stats.lua``'s answer for one non-partitioned topic or partition, None
+        when the topic has no data, no subscription and is not listed."""
+        handle = self._topics.get(topic)
+        names = await handle.subscriptions()
+        data = await stats.topic_stats(self._lane, handle.keys, subscriptions=names)
+        data["persistent"] = handle.name.persistent
+        # Rate reports alone do not make a topic exist: a gateway may still report a topic
+        # just deleted (its meters saw traffic in the last interval).
+        if (
+            not int(data["added"])
+            and not _list(data.get("subs"))
+            and not await self._partitioned.exists(handle.name)
+        ):
+            return None
+        return data
+
+    def of(self, data: dict[str, Any]) -> dict[str, Any]:
+        """:func:`compose` of ``data`` (read by :meth:`read`) with its fresh reports."""
+        return compose(data, fresh_reports(_list(data.get("reports")), self.report_interval))
+
+    async def topic(self, topic: str) -> dict[str, Any]:
+        """The stats of one non-partitioned topic or partition.
+
+        Raises:
+            InvalidTopicName; TopicNotFound when the topic has no data and is not listed.
+        """
+        data = await self.read(topic)
+        if data is None:
+            raise TopicNotFound(f"Topic {topic} not found")
+        return self.of(data)
+
+    async def partitioned(self, topic: str, partitions: int, per_partition: bool) -> dict[str, Any]:
+        """Pulsar ``PartitionedTopicStats``: the partitions' stats summed (rates, counters,
+        backlogs; publishers and consumers listed), with ``metadata.partitions`` and, when
+        ``per_partition``, each partition's own stats under ``partitions``."""
+        parts = {}
+        for i in range(partitions):
+            name = f"{topic}-partition-{i}"
+            data = await self.read(name)
+            if data is not None:
+                parts[name] = self.of(data)
+        total: dict[str, Any] = {"publishers": [], "subscriptions": {}}
+        for part in parts.values():
+            _add(total, part)
+            total["publishers"].extend(part["publishers"])
+            for name, sub in part["subscriptions"].items():
+                merged = total["subscriptions"].setdefault(
+                    name, {"type": sub["type"], "consumers": [], "isDurable": sub["isDurable"]}
+                )
+                _add(merged, sub)
+                merged["consumers"].extend(sub["consumers"])
+        rate = total.get("msgRateIn", 0)
+        total["averageMsgSize"] = total.get("msgThroughputIn", 0) / rate if rate else 0.0
+        total["metadata"] = {"partitions": partitions}
+        total["partitions"] = parts if per_partition else {}
+        return total
+
+
+def _add(total: dict[str, Any], part: dict[str, Any]) -> None:
+    for field, value in part.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            total[field] = total.get(field, 0) + value

@@ -1,0 +1,1 @@
+"""The data model: topic names, message ids, the stored-entry format. Pure, no I/O."""

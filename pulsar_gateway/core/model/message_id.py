@@ -1,0 +1,95 @@
+"""Message ids and their mapping onto Redis stream ids.
+
+Strategy (DESIGN.md, "Message ids map to stream ids"): the stream entry ``ms-seq`` is the
+Pulsar entry ``(ledgerId=ms, entryId=seq)``. A client batch is one entry, so the messages
+inside it are ``(ms, seq, partition, batch_index)``. Ordering of ids is the ordering of the
+stream, which is what Pulsar's ``(ledgerId, entryId, batchIndex)`` comparison expects.
+
+Pulsar sends ``-1`` in unsigned 64-bit fields as ``2**64 - 1`` (``MessageId.earliest`` is
+``(-1, -1)``); :func:`signed64` undoes that before any arithmetic (protocol brief, 5.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pulsar_gateway.core.model.subscription_type import InitialPosition
+
+__all__ = [
+    "MessageId",
+    "signed64",
+    "start_position",
+    "stream_id",
+]
+
+_U64 = 1 << 64
+_I63 = (1 << 63) - 1
+#: The largest stream sequence number; ``ms-MAX`` sorts just before ``(ms+1)-0``.
+_MAX_SEQ = _U64 - 1
+
+
+def signed64(value: int) -> int:
+    """Read a uint64 wire value as the int64 the client meant (``2**64-1`` is ``-1``)."""
+    return value - _U64 if value > _I63 else value
+
+
+def stream_id(ledger_id: int, entry_id: int) -> bytes:
+    """The Redis stream id of entry ``(ledger_id, entry_id)``."""
+    return b"%d-%d" % (ledger_id, entry_id)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageId:
+    """A Pulsar message id as the core sees it (signed fields, -1 = absent)."""
+
+    ledger_id: int
+    entry_id: int
+    partition: int = -1
+    batch_index: int = -1
+
+    @classmethod
+    def from_stream_id(
+        cls, sid: bytes | str, partition: int = -1, batch_index: int = -1
+    ) -> MessageId:
+        """Build the id of stream entry ``sid`` (``b"1700000000000-5"``)."""
+        if isinstance(sid, str):
+            sid = sid.encode()
+        ms, _, seq = sid.partition(b"-")
+        return cls(int(ms), int(seq or 0), partition, batch_index)
+
+    @property
+    def stream_id(self) -> bytes:
+        return stream_id(self.ledger_id, self.entry_id)
+
+    @property
+    def is_earliest(self) -> bool:
+        return self.ledger_id == -1 and self.entry_id == -1
+
+    @property
+    def is_latest(self) -> bool:
+        return self.ledger_id == _I63 and self.entry_id == _I63
+
+    def __str__(self) -> str:
+        # Same form as the Python client's str(MessageId).
+        return f"({self.ledger_id},{self.entry_id},{self.partition},{self.batch_index})"
+
+
+def start_position(initial: InitialPosition, start: MessageId | None) -> bytes:
+    """The consumer-group id to create (or move) a subscription at.
+
+    A group's id is its last-delivered entry, so delivery starts *after* it: ``$`` for
+    Latest, ``0`` for Earliest, and for a reader's start message id ``(L, E)`` the id just
+    before it, because a reader starts at its start id inclusive (protocol brief 3.3, the
+    client drops what precedes it itself).
+    """
+    if start is None:
+        return b"$" if initial is InitialPosition.LATEST else b"0"
+    if start.is_earliest or start.ledger_id < 0:
+        return b"0"
+    if start.is_latest:
+        return b"$"
+    if start.entry_id > 0:
+        return b"%d-%d" % (start.ledger_id, start.entry_id - 1)
+    if start.ledger_id > 0:
+        return b"%d-%d" % (start.ledger_id - 1, _MAX_SEQ)
+    return b"0"

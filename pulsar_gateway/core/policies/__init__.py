@@ -1,0 +1,18 @@
+"""Namespace and topic policies (deduplication, delayed delivery, backlog quotas, retention
+and TTL), authentication and authorization."""
+
+from __future__ import annotations
+
+from pulsar_gateway.core.policies.authentication import AuthenticatedRole, AuthenticationService
+from pulsar_gateway.core.policies.authorization import AuthAction, AuthorizationService
+from pulsar_gateway.core.policies.backlog_quota import BacklogQuotas
+from pulsar_gateway.core.policies.policies import Policies
+
+__all__ = [
+    "AuthAction",
+    "AuthenticatedRole",
+    "AuthenticationService",
+    "AuthorizationService",
+    "BacklogQuotas",
+    "Policies",
+]

@@ -1,0 +1,328 @@
+"""Token authentication (JWT), as Pulsar's ``AuthenticationProviderToken`` does it; no I/O.
+
+Theory of operation. A client proves its role with a JSON Web Token signed by the operator:
+
+* binary protocol: ``CommandConnect.auth_method_name = "token"`` and ``auth_data`` = the
+  token itself, no prefix (protocol brief 2.1);
+* HTTP: ``Authorization: Bearer <token>`` (RFC 6750 section 2.1); the WebSocket API also
+  takes the ``token`` query parameter, for browsers that cannot set headers (Pulsar's
+  ``WebSocketHttpServletRequestWrapper``).
+
+The gateway validates the signature with one configured key, like the broker:
+
+* ``tokenSecretKey``: an HMAC secret, tokens signed HS256 (or HS384/HS512 when the key is
+  long enough for them: jjwt refuses an HMAC key shorter than the algorithm's hash, and so
+  do we, which also keeps PyJWT from warning about short keys);
+* ``tokenPublicKey``: an RSA public key (RS256/384/512, PS256/384/512) or an EC public key
+  (the one ES algorithm of its curve), DER (what ``pulsar tokens create-key-pair`` writes)
+  or PEM.
+
+Only algorithms of the configured key's family are accepted: a token whose header says
+``none``, or HS256 when the key is an RSA public key (the classic confusion attack), is
+refused before any signature check. ``exp`` and ``nbf`` are honoured with no leeway (jjwt's
+default); ``iat`` and ``aud`` are not checked, as Pulsar does not check them unless
+``tokenAudienceClaim`` is configured (which this gateway does not offer). The role is the
+``sub`` claim or the configured ``tokenAuthClaim``; a claim holding a list gives its first
+string, as ``AuthenticationProviderToken.getPrincipal`` does.
+
+Keys are given as Pulsar's ``AuthTokenUtils.readKeyFromUrl`` reads them: ``file:///path``,
+``data:;base64,<base64>``, a path to an existing file, or the base64-encoded key itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Final
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
+
+from pulsar_gateway.core.errors import AuthenticationError
+
+__all__ = [
+    "AUTH_METHOD_TOKEN",
+    "AuthenticatedRole",
+    "AuthenticationProviderToken",
+    "AuthenticationService",
+    "bearer_token",
+    "read_key",
+]
+
+#: ``CommandConnect.auth_method_name`` of token authentication (``getAuthMethodName``).
+AUTH_METHOD_TOKEN: Final = "token"
+
+#: The ``Authorization`` header prefix (``HTTP_HEADER_VALUE_PREFIX``).
+_BEARER: Final = "Bearer "
+
+#: HMAC algorithms and the shortest key jjwt accepts for each (the hash length, RFC 7518
+#: section 3.2).
+_HMAC_MIN_BYTES: Final = {"HS256": 32, "HS384": 48, "HS512": 64}
+_RSA_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
+#: jjwt refuses RSA keys below 2048 bits for every RS/PS algorithm.
+_RSA_MIN_BITS: Final = 2048
+_EC_ALGORITHMS: Final = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}
+
+#: Claims PyJWT would check that jjwt (with Pulsar's settings) does not: ``iat`` (jjwt
+#: ignores it), ``aud`` (only with ``tokenAudienceClaim``), ``sub`` (the role claim is read
+#: below, and may be a list).
+_DECODE_OPTIONS: Final[jwt.types.Options] = {
+    "verify_signature": True,
+    "verify_exp": True,
+    "verify_nbf": True,
+    "verify_iat": False,
+    "verify_aud": False,
+    "verify_iss": False,
+    "verify_sub": False,
+    "verify_jti": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AuthenticatedRole:
+    """Who a validated token speaks for.
+
+    Attributes:
+        role: The role (Pulsar's principal) authorization checks use.
+        expires_at: The token's ``exp`` (seconds since the epoch), None when it has none.
+    """
+
+    role: str
+    expires_at: float | None = None
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+def read_key(value: str) -> bytes:
+    """The bytes of a key setting (``AuthTokenUtils.readKeyFromUrl``).
+
+    Args:
+        value: ``file:///path``, ``data:[<media type>][;base64],<data>``, a path to an
+            existing file, or the key in base64.
+
+    Returns:
+        The key's bytes (for a public key: its DER or PEM encoding).
+
+    Raises:
+        ValueError: The value is none of those, or the file cannot be read.
+    """
+    if value.startswith("data:"):
+        header, comma, data = value[len("data:") :].partition(",")
+        if not comma:
+            raise ValueError("a data: URL needs a ',' before its data")
+        if header.endswith(";base64"):
+            return _b64decode(data)
+        return urllib.parse.unquote_to_bytes(data)
+    if value.startswith("file:"):
+        path = urllib.request.url2pathname(urllib.parse.urlparse(value).path)
+        return _read_file(path)
+    if os.path.isfile(value):
+        return _read_file(value)
+    return _b64decode(value)
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read key file {path!r}: {exc.strerror}") from None
+
+
+def _b64decode(text: str) -> bytes:
+    compact = "".join(text.split())
+    try:
+        if "-" in compact or "_" in compact:
+            return base64.urlsafe_b64decode(compact + "=" * (-len(compact) % 4))
+        return base64.b64decode(compact + "=" * (-len(compact) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(
+            "not a file:// or data: URL, not an existing file, and not base64"
+        ) from None
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header value.
+
+    Raises:
+        AuthenticationError: The header is missing, is not a bearer token, or is blank.
+    """
+    if authorization is None or not authorization.startswith(_BEARER):
+        raise AuthenticationError("Invalid HTTP Authorization header")
+    return authorization[len(_BEARER) :]
+
+
+class AuthenticationProviderToken:
+    """Validates tokens with one key; the role comes from one claim."""
+
+    def __init__(
+        self,
+        *,
+        secret_key: bytes | None = None,
+        public_key: bytes | None = None,
+        role_claim: str = "sub",
+    ) -> None:
+        """Exactly one of ``secret_key`` (HMAC) or ``public_key`` (DER or PEM) is used; the
+        secret wins when both are given, as in Pulsar.
+
+        Raises:
+            ValueError: No key, a secret shorter than 32 bytes, an unreadable public key, or
+                a public key of an unsupported type or size.
+        """
+        self.role_claim = role_claim
+        self._key: Any
+        if secret_key is not None:
+            self._key = secret_key
+            self.algorithms = [a for a, n in _HMAC_MIN_BYTES.items() if len(secret_key) >= n]
+            if not self.algorithms:
+                raise ValueError(
+                    f"the token secret key has {len(secret_key)} bytes; HS256 needs at least "
+                    f"{_HMAC_MIN_BYTES['HS256']} (256 bits), as jjwt requires"
+                )
+        elif public_key is not None:
+            self._key, self.algorithms = _load_public_key(public_key)
+        else:
+            raise ValueError("token authentication needs a secret key or a public key")
+
+    @classmethod
+    def from_settings(
+        cls, *, secret_key: str | None, public_key: str | None, role_claim: str = "sub"
+    ) -> AuthenticationProviderToken:
+        """The provider Pulsar's ``tokenSecretKey`` / ``tokenPublicKey`` / ``tokenAuthClaim``
+        settings describe (key settings as :func:`read_key` reads them).
+
+        Raises:
+            ValueError: As :meth:`__init__`, or a key setting cannot be read.
+        """
+        if secret_key is not None:
+            return cls(secret_key=read_key(secret_key), role_claim=role_claim)
+        if public_key is not None:
+            return cls(public_key=read_key(public_key), role_claim=role_claim)
+        raise ValueError(
+            "authentication_enabled needs token_secret_key or token_public_key "
+            "(--token-secret-key / --token-public-key)"
+        )
+
+    def authenticate(self, token: str) -> AuthenticatedRole:
+        """Validate ``token`` and return its role.
+
+        Raises:
+            AuthenticationError: Blank, malformed, signed with another key or another
+                algorithm family, expired, not yet valid, or without the role claim.
+        """
+        if not token.strip():
+            raise AuthenticationError("Blank token found")
+        try:
+            claims = jwt.decode(
+                token, self._key, algorithms=self.algorithms, options=_DECODE_OPTIONS
+            )
+        except jwt.PyJWTError as exc:
+            # Pulsar's wording, kept so operators can grep for it.
+            raise AuthenticationError(f"Failed to authentication token: {exc}") from None
+        except (ValueError, TypeError) as exc:  # anything PyJWT did not wrap
+            raise AuthenticationError(f"Failed to authentication token: {exc}") from None
+        role = _role(claims.get(self.role_claim))
+        if role is None:
+            raise AuthenticationError(f"The token has no '{self.role_claim}' claim with a role")
+        exp = claims.get("exp")
+        expires_at = float(exp) if isinstance(exp, int | float) else None
+        return AuthenticatedRole(role, expires_at)
+
+
+def _role(value: object) -> str | None:
+    if isinstance(value, list) and value:
+        value = value[0]
+    if isinstance(value, str) and value:
+        return value
+    return None
+
+
+def _load_public_key(data: bytes) -> tuple[Any, list[str]]:
+    try:
+        if data.lstrip().startswith(b"-----BEGIN"):
+            key = load_pem_public_key(data)
+        else:
+            key = load_der_public_key(data)
+    except ValueError as exc:
+        raise ValueError(f"cannot decode the token public key (DER or PEM): {exc}") from None
+    if isinstance(key, rsa.RSAPublicKey):
+        if key.key_size < _RSA_MIN_BITS:
+            raise ValueError(
+                f"the token public key is {key.key_size}-bit RSA; at least "
+                f"{_RSA_MIN_BITS} bits are needed"
+            )
+        return key, list(_RSA_ALGORITHMS)
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        algorithm = _EC_ALGORITHMS.get(key.curve.name)
+        if algorithm is None:
+            raise ValueError(f"the token public key's curve {key.curve.name} has no JWT algorithm")
+        return key, [algorithm]
+    raise ValueError(f"the token public key must be RSA or EC, got {type(key).__name__}")
+
+
+class AuthenticationService:
+    """Pulsar's ``AuthenticationService`` with the one provider the gateway has (token).
+
+    ``provider`` None means authentication is off: nothing is asked of clients.
+    """
+
+    def __init__(self, provider: AuthenticationProviderToken | None = None) -> None:
+        self.provider = provider
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        enabled: bool,
+        secret_key: str | None = None,
+        public_key: str | None = None,
+        role_claim: str = "sub",
+    ) -> AuthenticationService:
+        """Raises ValueError when authentication is enabled without a usable key."""
+        if not enabled:
+            return cls(None)
+        return cls(
+            AuthenticationProviderToken.from_settings(
+                secret_key=secret_key, public_key=public_key, role_claim=role_claim
+            )
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.provider is not None
+
+    def authenticate_command(self, auth_method_name: str, auth_data: bytes) -> AuthenticatedRole:
+        """Authenticate a binary connection's CONNECT (or AUTH_RESPONSE) credentials.
+
+        Raises:
+            AuthenticationError: Authentication is on and the credentials are not a valid
+                token (another method counts as no credentials: Pulsar has no provider for
+                it and, without an anonymous role, refuses).
+        """
+        if self.provider is None:
+            raise AuthenticationError("authentication is not enabled")
+        if auth_method_name != AUTH_METHOD_TOKEN:
+            raise AuthenticationError(
+                f"No anonymous role, and no authentication provider for {auth_method_name!r}"
+            )
+        try:
+            token = auth_data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationError("The token is not UTF-8") from None
+        return self.provider.authenticate(token)
+
+    def authenticate_http(self, authorization: str | None) -> AuthenticatedRole:
+        """Authenticate an HTTP request by its ``Authorization`` header value.
+
+        Raises:
+            AuthenticationError: Missing or invalid bearer token.
+        """
+        if self.provider is None:
+            raise AuthenticationError("authentication is not enabled")
+        return self.provider.authenticate(bearer_token(authorization))

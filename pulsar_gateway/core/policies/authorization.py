@@ -1,0 +1,229 @@
+"""Authorization: which role may produce, consume and administer what.
+
+The rules of Pulsar's ``PulsarAuthorizationProvider`` (with ``authorizationEnabled=true``):
+
+* a **superuser** (``superUserRoles``) may do anything;
+* a **tenant admin** (a role in the tenant's ``TenantInfo.adminRoles``) may administer the
+  tenant's namespaces and topics, and produce and consume on them
+  (``allowTopicOperationAsync`` checks ``validateTenantAdminAccess`` first);
+* any other role needs a **namespace permission**: the namespace's ``auth_policies``
+  map role -> set of ``AuthAction`` (``produce``, ``consume``, ...), granted with
+  ``POST /admin/v2/namespaces/{tenant}/{ns}/permissions/{role}``. A lookup (LOOKUP,
+  PARTITIONED_METADATA, HTTP lookup) needs produce *or* consume (``canLookupAsync``).
+
+Not carried over: topic-level permissions, subscription permissions and
+``subscriptionAuthMode``, wildcard role matching (``authorizationAllowWildcardsMatching``,
+off by default in Pulsar), proxy roles.
+
+Lane: tenants are the ``KeySchema.tenants`` hash (tenant -> TenantInfo JSON, written by
+:mod:`pulsar_gateway.core.topics.tenants`; only read here); permissions are one hash per namespace,
+``KeySchema.namespace_permissions(ns)``: role -> JSON list of actions.
+
+Checks run on PRODUCER, SUBSCRIBE, lookups and HTTP requests only, never per message; each gateway
+caches what it read for :data:`CACHE_SECONDS`, and drops the cache whenever
+:mod:`pulsar_gateway.core.policies.policies` hears the fleet-wide policies channel. Permission
+changes publish on that channel, so a grant or revoke is seen by every gateway at once (a lost
+notification within the cache lifetime).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import text
+
+__all__ = ["CACHE_SECONDS", "AuthAction", "AuthorizationService", "parse_actions"]
+
+#: Longest time a cached tenant or permission read is trusted without a notification.
+CACHE_SECONDS = 5.0
+
+
+class AuthAction(enum.StrEnum):
+    """Pulsar's ``AuthAction`` (its JSON names). Only produce and consume are enforced."""
+
+    PRODUCE = "produce"
+    CONSUME = "consume"
+    FUNCTIONS = "functions"
+    SOURCES = "sources"
+    SINKS = "sinks"
+    PACKAGES = "packages"
+
+
+def parse_actions(value: Any) -> list[str]:
+    """Validate a grant body (``["produce", "consume"]``, a JSON ``Set<AuthAction>``).
+
+    Returns:
+        The distinct action names, sorted.
+
+    Raises:
+        ValueError: Not a list of known action names.
+    """
+    if not isinstance(value, list):
+        raise ValueError('expected a JSON list of actions, e.g. ["produce", "consume"]')
+    actions: set[str] = set()
+    for item in value:
+        if not isinstance(item, str) or item not in AuthAction.__members__.values():
+            known = ", ".join(a.value for a in AuthAction)
+            raise ValueError(f"unknown action {item!r} (one of {known})")
+        actions.add(item)
+    return sorted(actions)
+
+
+class AuthorizationService:
+    """Pulsar's ``AuthorizationService`` over Redis, with a short per-gateway cache."""
+
+    def __init__(
+        self,
+        lane: Lane,
+        keys: KeySchema,
+        *,
+        enabled: bool,
+        superuser_roles: Iterable[str] = (),
+    ) -> None:
+        """``enabled``: Pulsar's ``authorizationEnabled``, which needs authentication (as in
+        Pulsar, where it leaves every role empty without); the composition root calls
+        :meth:`drop_cache` whenever a policy changes."""
+        self._lane = lane
+        self._keys = keys
+        self.enabled = enabled
+        self.superuser_roles = frozenset(superuser_roles)
+        self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        #: Bumped when the cache is dropped, so a read that started before a change does not
+        #: put the old value back.
+        self._generation = 0
+
+    def drop_cache(self) -> None:
+        self._cache.clear()
+        self._generation += 1
+
+    async def _cached(self, kind: str, name: str, key: str) -> Any:
+        now = time.monotonic()
+        hit = self._cache.get((kind, name))
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        generation = self._generation
+        if kind == "tenant":
+            value: Any = _admin_roles(await self._lane.call("HGET", key, name))
+        else:
+            value = _permissions(await self._lane.call("HGETALL", key))
+        if generation == self._generation:
+            self._cache[(kind, name)] = (now + CACHE_SECONDS, value)
+        return value
+
+    # -- checks --------------------------------------------------------------------------
+
+    def is_superuser(self, role: str | None) -> bool:
+        return role is not None and role in self.superuser_roles
+
+    async def is_tenant_admin(self, tenant: str, role: str | None) -> bool:
+        """Superuser, or one of the tenant's ``adminRoles`` (``validateTenantAdminAccess``)."""
+        if role is None:
+            return False
+        if self.is_superuser(role):
+            return True
+        admins: frozenset[str] = await self._cached("tenant", tenant, self._keys.tenants)
+        return role in admins
+
+    async def namespace_actions(self, namespace: str, role: str) -> frozenset[str]:
+        """The actions granted to ``role`` on ``namespace`` (cached)."""
+        key = self._keys.namespace_permissions(namespace)
+        permissions: dict[str, frozenset[str]] = await self._cached("ns", namespace, key)
+        return permissions.get(role, frozenset())
+
+    async def allows(self, tenant: str, namespace: str, role: str | None, *actions: str) -> bool:
+        """Whether ``role`` may do any of ``actions`` in ``namespace`` (of ``tenant``):
+        always when authorization is off; superusers and tenant admins always."""
+        if not self.enabled:
+            return True
+        if role is None:
+            return False
+        if await self.is_tenant_admin(tenant, role):
+            return True
+        granted = await self.namespace_actions(namespace, role)
+        return any(action in granted for action in actions)
+
+    async def can_produce(self, topic: TopicName, role: str | None) -> bool:
+        return await self.allows(topic.tenant, topic.namespace, role, AuthAction.PRODUCE)
+
+    async def can_consume(self, topic: TopicName, role: str | None) -> bool:
+        return await self.allows(topic.tenant, topic.namespace, role, AuthAction.CONSUME)
+
+    async def can_lookup(self, topic: TopicName, role: str | None) -> bool:
+        """Produce or consume (``canLookupAsync``)."""
+        return await self.allows(
+            topic.tenant, topic.namespace, role, AuthAction.PRODUCE, AuthAction.CONSUME
+        )
+
+    async def can_administer(self, tenant: str, role: str | None) -> bool:
+        """Tenant admin or superuser; always when authorization is off."""
+        return not self.enabled or await self.is_tenant_admin(tenant, role)
+
+    def can_administer_cluster(self, role: str | None) -> bool:
+        """Superuser only (tenants, clusters, brokers); always when authorization is off."""
+        return not self.enabled or self.is_superuser(role)
+
+    # -- namespace permissions (admin API) -----------------------------------------------
+
+    async def get_permissions(self, namespace: str) -> dict[str, list[str]]:
+        """The namespace's grants, read fresh: role -> actions as stored (grants store
+        them sorted); Pulsar's ``auth_policies.namespace_auth``."""
+        raw = await self._lane.call("HGETALL", self._keys.namespace_permissions(namespace))
+        out: dict[str, list[str]] = {}
+        for i in range(0, len(raw) - 1, 2):
+            try:
+                actions = json.loads(raw[i + 1])
+            except ValueError:
+                continue  # not JSON: nothing to show, nothing granted
+            listed = actions if isinstance(actions, list) else []
+            out[text(raw[i])] = [a for a in listed if isinstance(a, str)]
+        return dict(sorted(out.items()))
+
+    async def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
+        """Set ``role``'s actions on ``namespace``, replacing earlier ones (Pulsar puts the
+        new set into ``auth_policies.namespace_auth``)."""
+        value = json.dumps(sorted(set(actions)))
+        await self._write("HSET", self._keys.namespace_permissions(namespace), role, value)
+
+    async def revoke_permission(self, namespace: str, role: str) -> None:
+        """Remove every action of ``role`` on ``namespace`` (no error when it had none)."""
+        await self._write("HDEL", self._keys.namespace_permissions(namespace), role)
+
+    async def _write(self, command: str, key: str, *args: Any) -> None:
+        await self._lane.call(command, key, *args)
+        self.drop_cache()
+        # The policies channel: every gateway's Policies drops its cache and tells us.
+        self._lane.notify(self._keys.policies_channel)
+
+
+def _admin_roles(raw: bytes | str | None) -> frozenset[str]:
+    """``TenantInfo.adminRoles`` of a stored TenantInfo JSON (none when absent or bad)."""
+    if raw is None:
+        return frozenset()
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return frozenset()
+    roles = info.get("adminRoles") if isinstance(info, dict) else None
+    if not isinstance(roles, list):
+        return frozenset()
+    return frozenset(r for r in roles if isinstance(r, str))
+
+
+def _permissions(raw: list[bytes | str]) -> dict[str, frozenset[str]]:
+    """A permissions hash (``HGETALL`` reply) as role -> actions; bad values grant nothing."""
+    out: dict[str, frozenset[str]] = {}
+    for i in range(0, len(raw) - 1, 2):
+        try:
+            actions = json.loads(raw[i + 1])
+        except ValueError:
+            continue
+        if isinstance(actions, list):
+            out[text(raw[i])] = frozenset(a for a in actions if isinstance(a, str))
+    return out

@@ -1,0 +1,117 @@
+"""Namespace and topic policies (Pulsar's ``Policies`` and topic-level policies, PIP-39).
+
+A policy is a named JSON value, kept in Redis: one hash per namespace and one per topic
+(the partitioned topic's name for its partitions, so partitions share their topic's
+policies, as in Pulsar). The effective value for a topic is the topic-level one when set,
+else the namespace's, else None (the caller applies the gateway default), which is the
+precedence Pulsar's ``TopicPoliciesService`` documents.
+
+Policies are read on hot paths (deduplication on every SEND), so each gateway caches
+lookups. Every write publishes on one channel and every gateway drops its cache when it
+hears it; a lost notification is covered by a short cache lifetime.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.notifier import Notifier
+
+__all__ = ["CACHE_SECONDS", "Policies"]
+
+#: Longest time a cached lookup is trusted when a change notification was lost.
+CACHE_SECONDS = 5.0
+
+
+class Policies:
+    """Read and write policies; cached reads, fleet-wide invalidation."""
+
+    def __init__(self, lane: Lane, notifier: Notifier, keys: KeySchema) -> None:
+        self._lane = lane
+        self._notifier = notifier
+        self._keys = keys
+        self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        #: Bumped whenever the cache is dropped, so a read that started before a change
+        #: does not put the old value back into the cache.
+        self._generation = 0
+        self._listeners: list[Callable[[], None]] = []
+
+    def start(self) -> None:
+        self._notifier.subscribe(self._keys.policies_channel, self._changed)
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever any policy may have changed (on any gateway)."""
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        self._drop_cache()
+        for callback in self._listeners:
+            callback()
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def _topic_key(self, topic: TopicName | str) -> str:
+        name = topic if isinstance(topic, TopicName) else parse_topic_name(topic)
+        return self._keys.topic_policies(name.partitioned_topic_name)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def _get(self, key: str, name: str) -> Any | None:
+        now = time.monotonic()
+        cached = self._cache.get((key, name))
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        generation = self._generation
+        raw = await self._lane.call("HGET", key, name)
+        value = None if raw is None else json.loads(raw)
+        if generation == self._generation:
+            self._cache[(key, name)] = (now + CACHE_SECONDS, value)
+        return value
+
+    def _drop_cache(self) -> None:
+        self._cache.clear()
+        self._generation += 1
+
+    async def get_namespace(self, namespace: str, name: str) -> Any | None:
+        return await self._get(self._keys.namespace_policies(namespace), name)
+
+    async def get_topic(self, topic: TopicName | str, name: str) -> Any | None:
+        return await self._get(self._topic_key(topic), name)
+
+    async def effective(self, topic: TopicName | str, name: str) -> Any | None:
+        """The topic's value if set, else its namespace's, else None."""
+        topic_name = topic if isinstance(topic, TopicName) else parse_topic_name(topic)
+        value = await self.get_topic(topic_name, name)
+        if value is None:
+            value = await self.get_namespace(topic_name.namespace, name)
+        return value
+
+    async def namespace_policies(self, namespace: str) -> dict[str, Any]:
+        """Every policy set on ``namespace``."""
+        raw = await self._lane.call("HGETALL", self._keys.namespace_policies(namespace))
+        return {raw[i].decode(): json.loads(raw[i + 1]) for i in range(0, len(raw), 2)}
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def _write(self, command: str, key: str, *args: Any) -> None:
+        await self._lane.call(command, key, *args)
+        self._drop_cache()
+        self._lane.notify(self._keys.policies_channel)
+
+    async def set_namespace(self, namespace: str, name: str, value: Any) -> None:
+        await self._write("HSET", self._keys.namespace_policies(namespace), name, json.dumps(value))
+
+    async def delete_namespace(self, namespace: str, name: str) -> None:
+        await self._write("HDEL", self._keys.namespace_policies(namespace), name)
+
+    async def set_topic(self, topic: TopicName | str, name: str, value: Any) -> None:
+        await self._write("HSET", self._topic_key(topic), name, json.dumps(value))
+
+    async def delete_topic(self, topic: TopicName | str, name: str) -> None:
+        await self._write("HDEL", self._topic_key(topic), name)

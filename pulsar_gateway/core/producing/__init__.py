@@ -1,0 +1,9 @@
+"""Producers: appends to topics and the fleet-wide producer registry."""
+
+from __future__ import annotations
+
+from pulsar_gateway.core.producing.producer import ProducerHandle
+from pulsar_gateway.core.producing.producer_registry import ProducerRegistry
+from pulsar_gateway.core.producing.producer_service import ProducerService
+
+__all__ = ["ProducerHandle", "ProducerRegistry", "ProducerService"]

@@ -1,0 +1,352 @@
+"""Producers: append entries to a topic's stream.
+
+A Pulsar entry (a single message or a whole client batch) is stored as one stream entry, untouched:
+the producer's blob (checksum, ``MessageMetadata``, payload, still compressed and batched) in field
+``m``, and the number of messages in field ``n`` when a batch holds more than one
+(``CommandSend.num_messages``), which dispatch needs to count permits in messages. The stream id the
+append returns is the message id (see :mod:`pulsar_gateway.core.model.message_id`).
+
+With deduplication on (:mod:`pulsar_gateway.core.policies.deduplication`) the append and the record
+of the producer's highest sequence id are one script, which also checks, for an exclusive producer,
+that no ExclusiveWithFencing producer took the topic meanwhile; a Shared producer without
+deduplication appends with a plain ``XADD``, the hot path.
+
+A producer's registration with the fleet (name, access mode, lease) is kept by
+:mod:`pulsar_gateway.core.producing.producer_registry`; this object is one gateway's handle on it.
+
+An entry asking for a delivery time is stored with the time the topic's delayed-delivery policy
+gives it (field ``d``, :mod:`pulsar_gateway.core.policies.delayed_delivery`); one the policy refuses
+is not stored, and :meth:`Producer.after_appends` lets the adapter answer the refusal in send order,
+after the appends before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pulsar_gateway.core.fleet.metrics import GatewayMetrics
+from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
+from pulsar_gateway.core.model.access_mode import ProducerAccessMode
+from pulsar_gateway.core.model.entry import entry_fields
+from pulsar_gateway.core.model.key_shared import sticky_key_hash
+from pulsar_gateway.core.policies.delayed_delivery import (
+    DelayedDeliveryPolicy,
+    DeliveryDelayNotAllowed,
+)
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import publish
+from pulsar_gateway.core.topics.topic import Topic
+
+__all__ = ["Producer", "ProducerHandle", "generate_producer_name"]
+
+_names = itertools.count()
+
+
+def generate_producer_name(cluster: str, gateway_id: str) -> str:
+    """A fleet-unique producer name, in the shape of Java's ``<cluster>-<broker>-<n>``."""
+    return f"{cluster}-{gateway_id}-{next(_names)}"
+
+
+class ProducerHandle(Protocol):
+    """What adapters use of a producer, persistent or non-persistent.
+
+    Attributes:
+        topic_name: the full name of the topic (partition) it appends to.
+        checked: appends must go through :meth:`publish_checked` (deduplication or
+            exclusive access).
+        waiting: a WaitForExclusive producer still queued; ``ready`` resolves when it gets
+            the topic.
+        on_lost: set by the adapter: called when the gateway closes the producer itself.
+        producer_id, client: what the adapter knows (stats).
+    """
+
+    name: str
+    topic_name: str
+    deduplication: bool
+    waiting: bool
+    ready: asyncio.Future[None]
+    topic_epoch: int | None
+    last_sequence_id: int
+    schema_version: int | None
+    producer_id: int
+    client: ClientInfo
+    on_lost: Callable[[ProducerHandle], None] | None
+
+    @property
+    def checked(self) -> bool: ...
+
+    def publish(
+        self,
+        blob: bytes,
+        num_messages: int,
+        sticky_key: bytes | None = None,
+        chunk: str | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
+    ) -> asyncio.Future[bytes]:
+        """Append one entry; resolves with its stream id."""
+
+    def publish_checked(
+        self,
+        blob: bytes,
+        num_messages: int,
+        sequence_id: int,
+        record: int | None,
+        sticky_key: bytes | None = None,
+        chunk: str | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
+    ) -> asyncio.Future[bytes | int | None]:
+        """Append after the deduplication and fencing checks."""
+
+    def publish_message(
+        self,
+        blob: bytes,
+        sequence_id: int,
+        sticky_key: bytes | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
+    ) -> asyncio.Future[bytes | int | None]:
+        """Append one whole message, checked when needed."""
+
+    def after_appends(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once every append so far is answered."""
+
+
+class Producer:
+    """One producer attached to a topic on this gateway.
+
+    Attributes:
+        uid: fleet-unique identity of this attachment (``<gateway id>-p<n>``); the registry
+            tells a reconnected producer of the same name from this one by it.
+        topic_epoch: Pulsar's topic epoch granted with exclusive access (or the topic's
+            current one for a Shared producer), None if the topic never had one.
+        deduplication: whether appends go through the deduplication script.
+        last_sequence_id: the highest stored sequence id of this producer name when it was
+            created (PRODUCER_SUCCESS.last_sequence_id), -1 when unknown or dedup is off.
+        schema_version: the topic schema version the producer registered, if any.
+        delayed_delivery: the topic's effective delayed-delivery policy (kept current by
+            the producer service when policies change).
+        ready: resolves when a WaitForExclusive producer gets the topic (already resolved
+            for the other modes); fails with ProducerFenced if it is fenced while waiting.
+        on_lost: called when the gateway closes the producer itself (fenced, superseded by
+            its own reconnection elsewhere, or its lease lost).
+    """
+
+    def __init__(
+        self,
+        topic: Topic,
+        name: str,
+        lane: Lane,
+        metrics: GatewayMetrics,
+        *,
+        topic_meter: Meter,
+        uid: str = "",
+        access_mode: ProducerAccessMode = ProducerAccessMode.SHARED,
+        epoch: int = 0,
+        user_provided_name: bool = True,
+    ) -> None:
+        self.topic = topic
+        self.topic_name = topic.full_name
+        self.name = name
+        self.uid = uid
+        self.access_mode = access_mode
+        self.epoch = epoch
+        self.user_provided_name = user_provided_name
+        self._lane = lane
+        self._metrics = metrics
+        self._stream = topic.keys.stream
+        self.topic_epoch: int | None = None
+        self.deduplication = False
+        self.last_sequence_id = -1
+        self.schema_version: int | None = None
+        self.delayed_delivery = DelayedDeliveryPolicy()
+        #: the last append, which a refusal is answered after
+        self._last: asyncio.Future[Any] | None = None
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiting = False
+        self.on_lost: Callable[[ProducerHandle], None] | None = None
+        self.closed = False
+        #: stats (Pulsar ``PublisherStats``): this producer's meter, its topic's on this
+        #: gateway, the adapter's producer id and what it knows of the client
+        self.meter = Meter()
+        self.topic_meter = topic_meter
+        self.producer_id = 0
+        self.client = ClientInfo()
+
+    def _appended(self, blob: bytes, num_messages: int) -> None:
+        """Wake the topic's dispatchers after this tick and count the entry.
+
+        Counted when sent, not when stored (Pulsar counts ``msgIn`` in the publish
+        context's completion): no per-append callback on the hot path, at the price of
+        counting a fenced or failed append too."""
+        self._lane.notify(self.topic.keys.notify_channel)
+        self._count_in(blob, num_messages)
+
+    def _count_in(self, blob: bytes, num_messages: int) -> None:
+        size = len(blob)
+        self._metrics.in_messages += num_messages
+        self._metrics.in_bytes += size
+        self.meter.add(num_messages, size)
+        self.topic_meter.add(num_messages, size)
+
+    def _deliver_at(self, publish_time: int, requested: int | None) -> int | None:
+        """The entry's stored deliver-at time under the topic's policy, counted in the
+        PIP-437 metrics.
+
+        Raises:
+            DeliveryDelayNotAllowed: the requested delay exceeds the policy's maximum.
+        """
+        policy = self.delayed_delivery
+        name = self.topic.name
+        try:
+            at = policy.deliver_at(publish_time, requested)
+        except DeliveryDelayNotAllowed:
+            self._metrics.delayed_rejected[name.namespace, str(name)] += 1
+            raise
+        if policy.overrides(requested):
+            self._metrics.fixed_delay_overridden[name.namespace, str(name)] += 1
+        return at
+
+    def after_appends(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once every append so far is answered, after the callbacks
+        already waiting on them, so an answer it sends (a refusal) keeps send order. A
+        callback added to a done future still waits its turn in the loop's queue."""
+        last = self._last
+        if last is None:
+            callback()
+        else:
+            last.add_done_callback(lambda _: callback())
+
+    def publish(
+        self,
+        blob: bytes,
+        num_messages: int,
+        sticky_key: bytes | None = None,
+        chunk: str | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
+    ) -> asyncio.Future[bytes]:
+        """Append one entry; the future resolves with its stream id (``b"ms-seq"``).
+
+        Args:
+            blob: the stored form of the entry (see :mod:`pulsar_gateway.core.producing.producer`).
+            num_messages: messages in the entry (1 unless it is a client batch).
+            sticky_key: the entry's ordering key, else its partition key (a batch's is
+                its first message's), for Key_Shared routing; None when it has none.
+            chunk: ``"<chunk id>:<uuid>"`` for a chunk of a chunked message, so that a
+                redelivery naming its last chunk brings back every chunk (``redeliver.lua``).
+            publish_time: ``MessageMetadata.publish_time`` (ms).
+            deliver_at: ``MessageMetadata.deliver_at_time``, None when not set.
+
+        Raises:
+            DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
+        """
+        at = self._deliver_at(publish_time, deliver_at)
+        fields = entry_fields(
+            blob,
+            num_messages,
+            key_hash=None if sticky_key is None else sticky_key_hash(sticky_key),
+            chunk=chunk,
+            deliver_at=at,
+        )
+        fut = self._last = self._lane.call("XADD", self._stream, "*", *fields)
+        self._appended(blob, num_messages)
+        return fut
+
+    @property
+    def checked(self) -> bool:
+        """Whether appends must go through :meth:`publish_checked` (dedup or exclusive)."""
+        return self.deduplication or self.access_mode is not ProducerAccessMode.SHARED
+
+    def publish_checked(
+        self,
+        blob: bytes,
+        num_messages: int,
+        sequence_id: int,
+        record: int | None,
+        sticky_key: bytes | None = None,
+        chunk: str | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
+    ) -> asyncio.Future[bytes | int | None]:
+        """Append one entry after the deduplication and fencing checks, atomically.
+
+        The future resolves with the stream id; None for a duplicate (nothing stored, the
+        client gets a receipt anyway); 0 when an ExclusiveWithFencing producer took the
+        topic from this exclusive producer (nothing stored, the producer must close).
+        Raises DeliveryDelayNotAllowed as :meth:`publish` does.
+
+        Args:
+            blob: the stored form of the entry.
+            num_messages: messages in the entry.
+            sequence_id: ``CommandSend.sequence_id``.
+            record: the highest sequence id to record for the producer, or None for a chunk
+                that is not its message's last (see
+                :func:`pulsar_gateway.core.policies.deduplication.to_record`).
+            sticky_key, chunk, publish_time, deliver_at: as for :meth:`publish`.
+        """
+        at = self._deliver_at(publish_time, deliver_at)
+        exclusive = self.access_mode is not ProducerAccessMode.SHARED
+        fut = publish.publish_checked(
+            self._lane,
+            self.topic.keys,
+            blob=blob,
+            num_messages=num_messages,
+            sequence_id=sequence_id,
+            producer_name=self.name if self.deduplication else None,
+            record=record,
+            topic_epoch=self.topic_epoch if exclusive else None,
+            key_hash=None if sticky_key is None else sticky_key_hash(sticky_key),
+            chunk=chunk,
+            deliver_at=at,
+        )
+        self._last = fut
+        self._appended(blob, num_messages)
+        return fut
+
+    def publish_message(
+        self,
+        blob: bytes,
+        sequence_id: int,
+        sticky_key: bytes | None = None,
+        *,
+        publish_time: int = 0,
+        deliver_at: int | None = None,
+    ) -> asyncio.Future[bytes | int | None]:
+        """Append one whole message (not a client batch, not a chunk), as the adapters
+        that build entries themselves do (WebSocket, REST): through :meth:`publish_checked`,
+        recording ``sequence_id``, when deduplication or exclusive access needs it, else
+        :meth:`publish`. Resolves as :meth:`publish_checked` does."""
+        if self.checked:
+            return self.publish_checked(
+                blob,
+                1,
+                sequence_id,
+                sequence_id if self.deduplication else None,
+                sticky_key,
+                publish_time=publish_time,
+                deliver_at=deliver_at,
+            )
+        return self.publish(  # type: ignore[return-value]
+            blob, 1, sticky_key, publish_time=publish_time, deliver_at=deliver_at
+        )
+
+    def lost(self) -> None:
+        """The fleet took this producer's registration away; tell its owner."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.on_lost is not None:
+            self.on_lost(self)
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,242 @@
+"""The producer service: producers attach to topics here (Pulsar PRODUCER).
+
+A producer gets its topic's deduplication and delayed-delivery policies when it is created
+and keeps them current: when any policy changes in the fleet (the policies channel), and at
+every lease renewal, the policies of every local producer's topic are read again. Its
+registration with the fleet is kept by :class:`~.producer_registry.ProducerRegistry`, whose
+leases are renewed every third of a lease. Non-persistent topics get a
+:class:`~.non_persistent.NonPersistentProducer`, which nothing registers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+
+from pulsar_gateway.core.errors import GatewayError
+from pulsar_gateway.core.fleet.metrics import GatewayMetrics
+from pulsar_gateway.core.fleet.rates import TopicMeters
+from pulsar_gateway.core.model.access_mode import ProducerAccessMode
+from pulsar_gateway.core.model.schema import SchemaData
+from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.periodic import Periodic
+from pulsar_gateway.core.policies import backlog_quota, deduplication, delayed_delivery
+from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
+from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.producing.non_persistent import NonPersistentIds, NonPersistentProducer
+from pulsar_gateway.core.producing.producer import (
+    Producer,
+    ProducerHandle,
+    generate_producer_name,
+)
+from pulsar_gateway.core.producing.producer_registry import ProducerRegistry
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.topics.schema_registry import SchemaRegistry
+from pulsar_gateway.core.topics.topic import Topic, Topics
+
+__all__ = ["ProducerService"]
+
+log = logging.getLogger(__name__)
+
+
+class ProducerService:
+    """Creates, keeps and releases this gateway's producers.
+
+    Args:
+        lane: storage.
+        topics: opens topic handles.
+        registry: the fleet-wide producer registry (this gateway's side).
+        schemas: the schema registry (a producer's schema is registered on its topic).
+        policies: namespace and topic policies.
+        default_delayed_delivery: the delayed-delivery policy of topics without one (the
+            gateway's flags).
+        metrics: the gateway's counters; ``meters``: a topic's meters on this gateway.
+        cluster_name, gateway_id: make generated producer names and uids fleet-unique.
+    """
+
+    def __init__(
+        self,
+        *,
+        lane: Lane,
+        topics: Topics,
+        registry: ProducerRegistry,
+        schemas: SchemaRegistry,
+        policies: Policies,
+        default_delayed_delivery: DelayedDeliveryPolicy,
+        metrics: GatewayMetrics,
+        meters: Callable[[str], TopicMeters],
+        cluster_name: str,
+        gateway_id: str,
+    ) -> None:
+        self._lane = lane
+        self._topics = topics
+        self._registry = registry
+        self._schemas = schemas
+        self._policies = policies
+        self._default_delayed = default_delayed_delivery
+        self._metrics = metrics
+        self._meters = meters
+        self._cluster_name = cluster_name
+        self._gateway_id = gateway_id
+        self._uids = itertools.count()
+        self._np_ids = NonPersistentIds(gateway_id)
+        self._refresh: asyncio.Task[None] | None = None
+        self._renewal = Periodic(
+            "producer lease renewal", registry.lease_ms / 3000, self.renew_leases
+        )
+
+    def start(self) -> None:
+        self._policies.on_change(self._policies_changed)
+        self._renewal.start()
+
+    def producers(self) -> list[Producer]:
+        """Every producer registered through this gateway (not the queued ones)."""
+        return self._registry.producers()
+
+    async def create(
+        self,
+        name: TopicName | str,
+        producer_name: str | None,
+        *,
+        access_mode: ProducerAccessMode = ProducerAccessMode.SHARED,
+        epoch: int = 0,
+        user_provided_name: bool = True,
+        topic_epoch: int | None = None,
+        schema: SchemaData | None = None,
+    ) -> ProducerHandle:
+        """Attach a producer to a topic, registering it (and its schema) with the fleet.
+
+        The returned producer may still be waiting for exclusive access
+        (``producer.waiting``, WaitForExclusive); ``producer.ready`` resolves when it has it.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+            ProducerBusy: the name is in use, or a Shared producer meets an exclusive one.
+            ProducerFenced: exclusive access refused or the topic epoch moved on.
+            IncompatibleSchema: the schema cannot be registered on the topic.
+            ProducerBlockedQuotaExceeded: the backlog is over a ``producer_exception`` quota.
+            StorageError: Redis failed.
+        """
+        topic = self._topics.get(name)
+        await topic.register()
+        version = await self._schemas.register(topic.name, schema) if schema else None
+        if not producer_name:
+            producer_name = generate_producer_name(self._cluster_name, self._gateway_id)
+            user_provided_name = False
+        if not topic.name.persistent:
+            return self._non_persistent(topic, producer_name)
+        await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
+        producer = await self._new_producer(
+            topic,
+            producer_name,
+            access_mode=access_mode,
+            epoch=epoch,
+            user_provided_name=user_provided_name,
+        )
+        producer.topic_epoch = topic_epoch
+        producer.schema_version = version
+        await self._registry.add(producer)
+        return producer
+
+    def _non_persistent(self, topic: Topic, producer_name: str) -> NonPersistentProducer:
+        return NonPersistentProducer(
+            topic,
+            producer_name,
+            self._lane,
+            self._metrics,
+            self._np_ids,
+            topic_meter=self._meters(topic.full_name).rate_in,
+        )
+
+    async def _new_producer(
+        self,
+        topic: Topic,
+        producer_name: str,
+        *,
+        access_mode: ProducerAccessMode = ProducerAccessMode.SHARED,
+        epoch: int = 0,
+        user_provided_name: bool = True,
+    ) -> Producer:
+        """A producer on ``topic`` with its topic's meter and policies, not yet registered
+        with the fleet."""
+        producer = Producer(
+            topic,
+            producer_name,
+            self._lane,
+            self._metrics,
+            topic_meter=self._meters(topic.full_name).rate_in,
+            uid=f"{self._gateway_id}-p{next(self._uids)}",
+            access_mode=access_mode,
+            epoch=epoch,
+            user_provided_name=user_provided_name,
+        )
+        producer.deduplication, producer.delayed_delivery = await self._topic_policies(topic.name)
+        return producer
+
+    async def publisher(self, name: TopicName | str, producer_name: str) -> ProducerHandle:
+        """A producer for one-off appends that is not registered with the fleet, as
+        Pulsar's REST produce publishes straight to the topic (``TopicsBase``
+        ``publishSingleMessageToPartition``): no producer-name exclusivity, no lease, the
+        topic's current deduplication and delayed-delivery policies.
+
+        Raises:
+            InvalidTopicName: bad topic name.
+        """
+        topic = self._topics.get(name)
+        await topic.register()
+        if not topic.name.persistent:
+            return self._non_persistent(topic, producer_name)
+        return await self._new_producer(topic, producer_name)
+
+    async def close(self, producer: ProducerHandle) -> None:
+        """Release a producer (its client closed it, or the connection dropped)."""
+        if isinstance(producer, Producer):
+            await self._registry.remove(producer)
+
+    # -- policies and leases -------------------------------------------------------------
+
+    async def _topic_policies(self, topic: TopicName) -> tuple[bool, DelayedDeliveryPolicy]:
+        """The policies a producer applies on every SEND: deduplication, delayed delivery."""
+        return (
+            await deduplication.enabled(self._policies, topic),
+            await delayed_delivery.effective(self._policies, topic, self._default_delayed),
+        )
+
+    def _policies_changed(self) -> None:
+        # A refresh already running may have read the old value: start over.
+        if self._refresh is not None:
+            self._refresh.cancel()
+        self._refresh = asyncio.get_running_loop().create_task(self.refresh_policies())
+
+    async def refresh_policies(self) -> None:
+        """Re-read the deduplication and delayed-delivery policies of every local
+        producer's topic."""
+        found: dict[str, tuple[bool, DelayedDeliveryPolicy]] = {}
+        for producer in self._registry.producers():
+            key = producer.topic.full_name
+            if key not in found:
+                try:
+                    found[key] = await self._topic_policies(producer.topic.name)
+                except GatewayError as exc:
+                    log.warning("reading producer policies failed: %s", exc)
+                    return
+            producer.deduplication, producer.delayed_delivery = found[key]
+
+    async def renew_leases(self) -> None:
+        """Renew the fleet registrations of local producers, then re-read their policies
+        (a lost policy notification is covered here)."""
+        await self._registry.renew()
+        await self.refresh_policies()
+
+    async def close_all(self) -> None:
+        """Release every local producer and stop background work (gateway shutdown)."""
+        await self._renewal.stop()
+        if self._refresh is not None:
+            self._refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresh
+        with contextlib.suppress(GatewayError):
+            await self._registry.close()

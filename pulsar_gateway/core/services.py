@@ -1,0 +1,91 @@
+"""The services of one gateway, as the composition root hands them to the adapters.
+
+The core is built in one place (:mod:`pulsar_gateway.server.wiring`), each service with
+only the collaborators it uses; this is the list of what came out, for the front ends. An
+adapter takes the services it calls from here: nothing in the core holds this object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pulsar_gateway.core.admin.compaction import CompactionService
+from pulsar_gateway.core.admin.internal_stats import InternalStats
+from pulsar_gateway.core.admin.namespace_admin import NamespaceAdmin
+from pulsar_gateway.core.admin.scheduled_messages import ScheduledMessages
+from pulsar_gateway.core.admin.subscription_admin import SubscriptionAdmin
+from pulsar_gateway.core.consuming.subscription_service import SubscriptionService
+from pulsar_gateway.core.fleet.metrics import GatewayMetrics
+from pulsar_gateway.core.fleet.topic_metrics import TopicMetrics
+from pulsar_gateway.core.fleet.topic_stats import TopicStats
+from pulsar_gateway.core.policies.authentication import AuthenticationService
+from pulsar_gateway.core.policies.authorization import AuthorizationService
+from pulsar_gateway.core.policies.backlog_quota import BacklogQuotas
+from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
+from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.producing.producer_service import ProducerService
+from pulsar_gateway.core.topics.cluster import Cluster
+from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
+from pulsar_gateway.core.topics.schema_registry import SchemaRegistry
+from pulsar_gateway.core.topics.tenants import Tenants
+
+__all__ = ["Limits", "Services"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Settings the front ends apply themselves.
+
+    Attributes:
+        max_message_size: the largest entry a producer may send (bytes).
+        websocket_max_sessions: WebSocket sessions this gateway serves at once.
+        authenticate_metrics_endpoint: ``/metrics`` and the health check need a token.
+        default_delayed_delivery: the delayed-delivery policy of namespaces without one,
+            as the admin API reports it.
+    """
+
+    max_message_size: int
+    websocket_max_sessions: int
+    authenticate_metrics_endpoint: bool
+    default_delayed_delivery: DelayedDeliveryPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Every service a front end may call.
+
+    Attributes:
+        producers: producers attach to topics (PRODUCER, WebSocket, REST produce).
+        subscriptions: consumers attach to subscriptions (SUBSCRIBE, WebSocket).
+        topics: topic metadata: partition counts, namespace topic lists, create, delete.
+        tenants, namespaces: the tenant and namespace registry; deletions with contents.
+        cluster: the cluster's name and this gateway's advertised URLs.
+        schemas, policies, backlog_quotas: per-topic schemas; namespace and topic policies.
+        subscription_admin, scheduled, compaction: admin operations.
+        stats, internal_stats, topic_metrics, metrics: stats and Prometheus metrics.
+        authentication, authorization: who a client is, and what it may do.
+        health: raises when Redis does not answer (the health check).
+        limits: settings the front ends apply.
+    """
+
+    producers: ProducerService
+    subscriptions: SubscriptionService
+    topics: PartitionedTopics
+    tenants: Tenants
+    namespaces: NamespaceAdmin
+    cluster: Cluster
+    schemas: SchemaRegistry
+    policies: Policies
+    backlog_quotas: BacklogQuotas
+    subscription_admin: SubscriptionAdmin
+    scheduled: ScheduledMessages
+    compaction: CompactionService
+    stats: TopicStats
+    internal_stats: InternalStats
+    topic_metrics: TopicMetrics
+    metrics: GatewayMetrics
+    authentication: AuthenticationService
+    authorization: AuthorizationService
+    health: Callable[[], Awaitable[object]]
+    limits: Limits

@@ -1,0 +1,21 @@
+"""Redis: the pipelined lane, notifications, the key schema, the Lua scripts and their typed
+calls (:mod:`.scripts`), and the embedded redis-server."""
+
+from __future__ import annotations
+
+from pulsar_gateway.core.storage.embedded_redis import EmbeddedRedis, EmbeddedRedisError
+from pulsar_gateway.core.storage.keys import KeySchema, SubscriptionKeys, TopicKeys
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.notifier import Notifier
+from pulsar_gateway.core.storage.scripts import text
+
+__all__ = [
+    "EmbeddedRedis",
+    "EmbeddedRedisError",
+    "KeySchema",
+    "Lane",
+    "Notifier",
+    "SubscriptionKeys",
+    "TopicKeys",
+    "text",
+]

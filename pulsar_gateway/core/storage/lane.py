@@ -1,0 +1,367 @@
+"""All Redis traffic of a gateway, gathered into one pipeline per event-loop tick.
+
+Strategy (``shared/reference/redis-limits.md``): a Redis round trip costs 55-120 us here and
+redis-py about 6 us per pipelined command, so awaiting one command per message caps a
+gateway near 8k msg/s. Instead every producer, consumer and connection submits its commands
+to :class:`Lane`, which queues them and, once per loop tick, writes everything queued as
+one pipeline on its single dedicated connection, without waiting for the previous
+pipeline's replies; one reader resolves replies in order. Redis runs one connection's
+commands in the order written, so a producer's appends stay in send order (receipts go out
+in order, as the client requires) and a consumer's release always follows its dispatches,
+while the gateway packs the next pipeline as Redis executes the last one. Commands are
+packed to RESP here and replies read raw with the hiredis parser: redis-py's ``Pipeline``
+costs about 6 us per command, which this lane avoids (redis-py still connects: URL, auth,
+TLS, unix sockets). Nothing is retried on a connection error: a pipeline that may have been
+applied is failed, never re-sent, so an append cannot happen twice.
+
+Scripts are sent with ``EVALSHA``. When Redis answers ``NOSCRIPT`` (restart, ``SCRIPT
+FLUSH``), the scripts are loaded on another connection and the refused calls are queued
+ahead of everything not yet sent.
+
+``notify(channel)`` asks for a ``PUBLISH`` on the channel after the current batch: producers
+use it so consumers on every gateway wake up, once per topic per tick instead of once per
+message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
+from redis.exceptions import NoScriptError, RedisError, ResponseError
+
+from pulsar_gateway.core.errors import ServiceNotReady, StorageError
+from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
+
+__all__ = ["Lane", "pack_commands"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds a whole pipeline may take before the connection is considered dead.
+PIPELINE_TIMEOUT = 30.0
+#: Pipelines written and not yet answered, at most; beyond it commands wait in the queue.
+MAX_PIPELINES_IN_FLIGHT = 16
+
+#: (arguments, future or None for fire-and-forget PUBLISH, script for NOSCRIPT handling,
+#: decoder of the reply)
+_Command = tuple[
+    tuple[Any, ...],
+    "asyncio.Future[Any] | None",
+    Script | None,
+    Callable[[Any], Any] | None,
+]
+
+
+def _arg(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, int):
+        return b"%d" % value
+    if isinstance(value, float):
+        return repr(value).encode()
+    return bytes(value)
+
+
+def pack_commands(commands: Sequence[tuple[Any, ...]]) -> bytes:
+    """Encode commands as RESP arrays of bulk strings, in one buffer."""
+    out: list[bytes] = []
+    append = out.append
+    for args in commands:
+        append(b"*%d\r\n" % len(args))
+        for value in args:
+            data = _arg(value)
+            append(b"$%d\r\n" % len(data))
+            append(data)
+            append(b"\r\n")
+    return b"".join(out)
+
+
+class _SynchronousWrite:
+    """Mixed into the pool's connection class for the lane's own connection.
+
+    redis-py writes only from coroutines (``send_packed_command`` awaits ``drain``); the
+    lane must put a pipeline on the socket synchronously, in the loop tick that packed it,
+    so the next tick's pipeline follows before Redis answers and :meth:`Lane.flush_now`
+    lets Redis work while the gateway encodes. A subclass of the connection class is
+    redis-py's extension point for connections (``ConnectionPool(connection_class=...)``);
+    the stream writer is the one its ``connect()`` opened.
+    """
+
+    _writer: asyncio.StreamWriter | None
+
+    def write_now(self, data: bytes) -> bool:
+        """Queue ``data`` on the socket now; False when the connection is closed."""
+        writer = self._writer
+        if writer is None:
+            return False
+        writer.write(data)
+        return True
+
+
+class LaneConnection(_SynchronousWrite, AbstractConnection):
+    """For type checking: a connection of the pool's class with :meth:`write_now`."""
+
+
+_lane_classes: dict[type[AbstractConnection], type[LaneConnection]] = {}
+
+
+def _lane_connection(pool: ConnectionPool) -> LaneConnection:
+    """A new connection like the pool's (address, TLS, credentials, database), able to
+    write synchronously."""
+    base = pool.connection_class
+    cls = _lane_classes.get(base)
+    if cls is None:
+        cls = _lane_classes[base] = type(f"Lane{base.__name__}", (_SynchronousWrite, base), {})
+    return cls(**pool.connection_kwargs)
+
+
+def _resolve(fut: asyncio.Future[Any], decode: Callable[[Any], Any], reply: Any) -> None:
+    try:
+        value = decode(reply)
+    except Exception as exc:  # a reply the script contract does not allow: a bug, surfaced
+        fut.set_exception(exc)
+    else:
+        fut.set_result(value)
+
+
+class Lane:
+    """Per-tick pipelining front of one Redis client, on one dedicated connection."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._queue: list[_Command] = []
+        #: calls refused with NOSCRIPT, in the order they were first sent; sent before _queue
+        self._retry: list[_Command] = []
+        self._notify: set[str] = set()
+        self._in_flight: deque[list[_Command]] = deque()
+        self._conn: LaneConnection | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._scheduled = False
+        self._closed = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+        #: pipelines written so far (tests check that a tick's commands share one)
+        self.pipelines_sent = 0
+
+    # -- submitting -------------------------------------------------------------------
+
+    def call(self, *args: Any) -> asyncio.Future[Any]:
+        """Queue one Redis command; the future resolves with its raw reply."""
+        return self._submit(args, None, None)
+
+    def eval(
+        self,
+        script: Script,
+        keys: Sequence[str | bytes],
+        args: Sequence[Any],
+        decode: Callable[[Any], Any] | None = None,
+    ) -> asyncio.Future[Any]:
+        """Queue ``EVALSHA`` of ``script``; the future resolves with its reply, passed
+        through ``decode`` when given (the typed calls of :mod:`.scripts`)."""
+        return self._submit(("EVALSHA", script.sha, len(keys), *keys, *args), script, decode)
+
+    async def ping(self) -> None:
+        """Check that Redis answers, on a connection of its own (the health check must not
+        wait behind a long pipeline).
+
+        Raises:
+            StorageError: Redis did not answer.
+        """
+        try:
+            await self.redis.ping()
+        except (RedisError, OSError) as exc:
+            raise StorageError(f"Redis is unavailable: {exc}") from exc
+
+    def notify(self, channel: str) -> None:
+        """Publish an empty message on ``channel`` after the commands queued so far."""
+        self._notify.add(channel)
+        self._schedule()
+
+    def _submit(
+        self,
+        args: tuple[Any, ...],
+        script: Script | None,
+        decode: Callable[[Any], Any] | None,
+    ) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self._closed:
+            fut.set_exception(ServiceNotReady("the gateway is shutting down"))
+            return fut
+        self._queue.append((args, fut, script, decode))
+        self._schedule()
+        return fut
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self._idle.clear()
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def flush_now(self) -> None:
+        """Send what is queued now rather than at the end of this loop tick: lets Redis
+        work on a request while the caller does CPU work on the previous reply."""
+        if self._scheduled:
+            self._flush()
+
+    # -- sending ----------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Write everything queued as one pipeline, without waiting for earlier replies."""
+        self._scheduled = False
+        if not self._queue and not self._notify and not self._retry:
+            self._check_idle()
+            return
+        conn = self._conn
+        if conn is None:
+            if self._connecting is None:
+                self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            return
+        if len(self._in_flight) >= MAX_PIPELINES_IN_FLIGHT:
+            return  # the reader schedules a flush as replies come back
+        batch, self._retry, self._queue = self._retry + self._queue, [], []
+        for channel in self._notify:
+            batch.append((("PUBLISH", channel, b""), None, None, None))
+        self._notify = set()
+        self._in_flight.append(batch)
+        self.pipelines_sent += 1
+        # The write is synchronous: bytes go to the socket now and the next tick's pipeline
+        # can follow before Redis has answered this one.
+        if not conn.write_now(pack_commands([command[0] for command in batch])):
+            # disconnected under us: the reader fails what was in flight
+            self._drop_connection(conn, StorageError("Redis connection lost"))
+            return
+        if self._reader is None:
+            self._reader = asyncio.get_running_loop().create_task(self._read_replies(conn))
+
+    async def _connect(self) -> None:
+        try:
+            conn = _lane_connection(self.redis.connection_pool)
+            await conn.connect()  # type: ignore[no-untyped-call]
+        except (RedisError, OSError) as exc:
+            self._fail(self._take_queue(), StorageError(f"Redis is unavailable: {exc!r}"))
+        else:
+            self._conn = conn
+        finally:
+            self._connecting = None
+            self._schedule()
+
+    def _take_queue(self) -> list[_Command]:
+        batch, self._retry, self._queue = self._retry + self._queue, [], []
+        self._notify = set()
+        return batch
+
+    # -- receiving --------------------------------------------------------------------
+
+    async def _read_replies(self, conn: LaneConnection) -> None:
+        """Resolve in-flight pipelines in order, as Redis answers them."""
+        try:
+            while self._in_flight:
+                batch = self._in_flight[0]
+                async with asyncio.timeout(PIPELINE_TIMEOUT):
+                    replies = [await self._read_one(conn) for _ in batch]
+                self._in_flight.popleft()
+                if self._queue or self._notify or self._retry:
+                    self._schedule()
+                refused = [
+                    cmd
+                    for cmd, r in zip(batch, replies, strict=True)
+                    if isinstance(r, NoScriptError)
+                ]
+                if refused:
+                    await self._resend_after_script_load(refused)
+                for (_, fut, _, decode), reply in zip(batch, replies, strict=True):
+                    if fut is None or fut.done() or isinstance(reply, NoScriptError):
+                        continue
+                    if isinstance(reply, Exception):
+                        fut.set_exception(StorageError(str(reply)))
+                    elif decode is None:
+                        fut.set_result(reply)
+                    else:
+                        _resolve(fut, decode, reply)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._drop_connection(conn, StorageError(f"Redis is unavailable: {exc!r}"))
+        except BaseException:
+            self._drop_connection(conn, ServiceNotReady("the gateway is shutting down"))
+            raise
+        finally:
+            self._reader = None
+            if self._in_flight and self._conn is conn:
+                self._reader = asyncio.get_running_loop().create_task(self._read_replies(conn))
+            self._check_idle()
+
+    @staticmethod
+    async def _read_one(conn: LaneConnection) -> Any:
+        try:
+            return await conn.read_response(disable_decoding=True, timeout=math.inf)
+        except ResponseError as exc:
+            return exc
+
+    async def _resend_after_script_load(self, refused: list[_Command]) -> None:
+        """Redis lost the scripts (restart, SCRIPT FLUSH): load them on another connection
+        and send the refused calls again ahead of anything not yet sent. Script calls in
+        later pipelines already sent were refused too and join the retry list after these,
+        so retries keep their original order."""
+        log.info("Redis lost the gateway's Lua scripts; loading them again")
+        await self.load_scripts()
+        self._retry.extend(refused)
+        self._schedule()
+
+    def _drop_connection(self, conn: LaneConnection, error: Exception) -> None:
+        if self._conn is conn:
+            self._conn = None
+        pending = [cmd for batch in self._in_flight for cmd in batch]
+        self._in_flight.clear()
+        self._fail(pending, error)
+        asyncio.get_running_loop().create_task(self._release(conn))
+
+    async def _release(self, conn: LaneConnection) -> None:
+        await conn.disconnect(nowait=True)
+
+    @staticmethod
+    def _fail(commands: list[_Command], error: Exception) -> None:
+        for _, fut, _, _ in commands:
+            if fut is not None and not fut.done():
+                fut.set_exception(error)
+
+    def _check_idle(self) -> None:
+        if (
+            not self._queue
+            and not self._retry
+            and not self._notify
+            and not self._in_flight
+            and not self._scheduled
+            and self._connecting is None
+        ):
+            self._idle.set()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def load_scripts(self) -> None:
+        """``SCRIPT LOAD`` every script (start-up and the NOSCRIPT path)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for script in SCRIPTS.values():
+            pipe.script_load(script.source)
+        await pipe.execute()
+
+    async def drain(self) -> None:
+        """Wait until everything submitted so far has been answered."""
+        while not self._idle.is_set():
+            await self._idle.wait()
+            await asyncio.sleep(0)
+
+    async def close(self) -> None:
+        """Refuse new commands, finish queued ones, give the connection back."""
+        await self.drain()
+        self._closed = True
+        if self._conn is not None:
+            await self._conn.disconnect()
+            self._conn = None

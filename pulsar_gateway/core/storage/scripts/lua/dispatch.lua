@@ -1,0 +1,87 @@
+--[[ dispatch: hand up to `permits` messages of an Exclusive, Shared or Failover subscription
+to one consumer.
+
+Redeliveries (entries owned by the parked consumer) go first, oldest id first; then, on a
+Shared subscription, scheduled messages now due, earliest deliver-at first; then new entries
+past the group's cursor. Permits count messages, not entries: a client batch of N messages
+costs N permits (a partly acknowledged batch only its unacked messages). Like Pulsar's
+dispatchers, a whole entry is sent while at least one permit remains (the last entry may
+overshoot). Entries read beyond that are un-read (XACK and the cursor set back), so permits
+are honoured exactly. On Failover only the active consumer gets anything.
+
+Delayed delivery (PIP-26) applies to Shared subscriptions only: a new entry whose deliver-at
+time (field `d`) is still ahead is scheduled (lib.lua "Delayed delivery") instead of sent,
+at most SCHEDULE_CHUNK per call. Exclusive and Failover deliver in order, immediately.
+
+KEYS: the subscription keys (lib.lua sub_keys)
+ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
+ARGV[4] expected messages per entry (>= 1), sizes the first read
+ARGV[5] lease ms
+ARGV[6] subscription type ('0' Exclusive, '1' Shared, '2' Failover)
+ARGV[7] partition index (-1 if none)
+
+Returns {code, ...}
+  code 0 OK, then `moved` (1: entries were scheduled ahead of the earliest one before, wake
+  the other gateways so they learn the new time), then `next_due` (ms until the earliest
+  scheduled entry: 0 = call again now, -1 = none), then per delivery: id, fields,
+  redelivery_count, ack set ('' = none)
+  code 2 consumer gone (its lease expired and it was reaped: close it)
+  code 6 not the active Failover consumer, then the active consumer's uid
+]]
+local k = sub_keys()
+local group, uid, parked = ARGV[1], ARGV[2], PARKED
+local remaining = tonumber(ARGV[3])
+local per_entry = math.max(1, tonumber(ARGV[4]))
+local shared = ARGV[6] == '1'
+
+local refused = lease_and_active(k, uid, ARGV[5], ARGV[6], ARGV[7])
+if refused then return refused end
+
+local out = {0, 0, -1}
+local now = now_ms()
+
+-- 1. redeliveries
+while remaining > 0 do
+  local pending = redis.call('XPENDING', k.stream, group, '-', '+', math.min(remaining, 100), parked)
+  if #pending == 0 then break end
+  for _, p in ipairs(pending) do
+    if remaining <= 0 then break end
+    -- deliveries so far = redeliveries after this one
+    local used = claim_and_emit(k, group, uid, p[1], p[4], out)
+    if used then remaining = remaining - used end
+  end
+end
+
+-- 2. scheduled messages now due
+local earliest = shared and next_due(k, now)
+if earliest == 0 then
+  while remaining > 0 do
+    local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, math.min(remaining, 100))
+    if #due == 0 then break end
+    local sent = {'ZREM', k.delayed}
+    for _, member in ipairs(due) do
+      if remaining <= 0 then break end
+      sent[#sent + 1] = member
+      local used = claim_and_emit(k, group, uid, member_id(member), 0, out)
+      if used then remaining = remaining - used end
+    end
+    redis.call(unpack(sent))
+  end
+  earliest = next_due(k, now)
+end
+
+-- 3. new entries
+local schedule = shared and new_schedule(k, group)
+read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
+  if schedule then
+    local at = deliver_later(entry[2], now)
+    if at then
+      schedule.add(entry[1], at)
+      return 0
+    end
+  end
+  return emit(out, entry[1], entry[2], 0, nil)
+end, schedule and schedule.full)
+
+if schedule then out[2], out[3] = schedule_reply(k, now, schedule, earliest) end
+return out

@@ -1,0 +1,646 @@
+--[[ lib.lua: helpers prepended to every script (after the generated prelude of names:
+F_BLOB and the other entry fields, PARKED, DELAYED, WAITING, NO_OWNER; see
+pulsar_gateway/core/storage/scripts/__init__.py). Not a script itself.
+
+Rules of these scripts:
+  * Each script touches only the keys of one topic partition (one hash tag, one cluster slot).
+  * Time comes from Redis (TIME), never from a gateway, so leases mean the same on every
+    gateway whatever their clocks say.
+  * Within a consumer group the pending-entries list (PEL) is the subscription's unacked set.
+    The reserved consumer PARKED owns entries waiting for redelivery; a move to it uses
+    XCLAIM JUSTID, which does not count a delivery, and the move out of it (dispatch) uses
+    plain XCLAIM, which does. So an entry's delivery count minus one is Pulsar's
+    redelivery_count. Key_Shared adds reserved consumers WAITING .. uid (read for that
+    consumer, not sent yet) and NO_OWNER (hash covered by nobody).
+  * Subscription scripts take the same KEYS, in the order of SubscriptionKeys.all (keys.py):
+    see sub_keys().
+]]
+
+local HASH_SPACE = 65536
+
+-- KEYS of a subscription script, by name.
+local function sub_keys()
+  return {
+    stream = KEYS[1], subs = KEYS[2], consumers = KEYS[3], info = KEYS[4],
+    ranges = KEYS[5], joined = KEYS[6], acksets = KEYS[7], np_consumers = KEYS[8],
+    delayed = KEYS[9],
+  }
+end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Microseconds as a decimal string (a number this large would be concatenated in
+-- exponent notation, losing digits).
+local function now_us()
+  local t = redis.call('TIME')
+  return t[1] .. string.format('%06d', tonumber(t[2]))
+end
+
+-- true when the consumer group exists on the stream
+local function group_exists(stream, group)
+  local reply = redis.pcall('XPENDING', stream, group)
+  return type(reply) ~= 'table' or reply.err == nil
+end
+
+-- XCLAIM ids to `owner` without counting a delivery; with `retrycount`, also set the
+-- delivery counter (0 for entries read but never sent to a client).
+local function claim_justid(stream, group, owner, ids, retrycount)
+  if #ids == 0 then return end
+  local args = {'XCLAIM', stream, group, owner, 0}
+  for _, id in ipairs(ids) do args[#args + 1] = id end
+  if retrycount then
+    args[#args + 1] = 'RETRYCOUNT'
+    args[#args + 1] = retrycount
+  end
+  args[#args + 1] = 'JUSTID'
+  redis.call(unpack(args))
+end
+
+-- Move every pending entry of consumer `from` to consumer `to`. Returns how many moved.
+local function move_all(stream, group, from, to)
+  if from == to then return 0 end
+  local moved = 0
+  while true do
+    local pending = redis.call('XPENDING', stream, group, '-', '+', 1000, from)
+    if #pending == 0 then break end
+    local ids = {}
+    for i, p in ipairs(pending) do ids[i] = p[1] end
+    claim_justid(stream, group, to, ids)
+    moved = moved + #ids
+  end
+  return moved
+end
+
+local function park_all(stream, group, owner, parked)
+  return move_all(stream, group, owner, parked)
+end
+
+-- "ms-seq" -> ms, seq (both fit a double exactly for any real stream id)
+local function split_id(id)
+  local dash = string.find(id, '-', 1, true)
+  return tonumber(string.sub(id, 1, dash - 1)), tonumber(string.sub(id, dash + 1))
+end
+
+local function id_less(a, b)
+  local ams, aseq = split_id(a)
+  local bms, bseq = split_id(b)
+  return ams < bms or (ams == bms and aseq < bseq)
+end
+
+-- {name, last-delivered-id} of every consumer group of the stream.
+local function group_cursors(stream)
+  local groups = {}
+  for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    local name, last
+    for i = 1, #info, 2 do
+      if info[i] == 'name' then name = info[i + 1] end
+      if info[i] == 'last-delivered-id' then last = info[i + 1] end
+    end
+    groups[#groups + 1] = {name, last}
+  end
+  return groups
+end
+
+-- The group's last-delivered id (its read cursor), or nil when the group does not exist.
+local function last_delivered(stream, group)
+  for _, g in ipairs(group_cursors(stream)) do
+    if g[1] == group then return g[2] end
+  end
+  return nil
+end
+
+-- Entry field value, or nil.
+local function field(fields, name)
+  for i = 1, #fields, 2 do
+    if fields[i] == name then return fields[i + 1] end
+  end
+  return nil
+end
+
+-- Number of messages in an entry: the `n` field for client batches, else 1.
+local function entry_size(fields)
+  local n = field(fields, F_NUM_MESSAGES)
+  if n then return tonumber(n) end
+  return 1
+end
+
+-- Unacked messages of a partly acknowledged batch: the '1's of its ack set.
+local function ones(ackset)
+  local _, count = string.gsub(ackset, '1', '')
+  return count
+end
+
+-- Append one delivery {id, fields, redelivery_count, ack set or ''} to `out`; returns the
+-- permits it costs: the unacked messages of a partly acknowledged batch, else its size.
+local function append_delivery(out, id, fields, redeliveries, ackset)
+  out[#out + 1] = id
+  out[#out + 1] = fields
+  out[#out + 1] = redeliveries
+  out[#out + 1] = ackset or ''
+  if ackset then return ones(ackset) end
+  return entry_size(fields)
+end
+
+-- append_delivery with the subscription's stored ack set of the entry. Only entries
+-- delivered before can have one, so callers pass `acksets` only for redeliveries.
+local function emit(out, id, fields, redeliveries, acksets)
+  local ackset = false
+  if acksets then ackset = redis.call('HGET', acksets, id) end
+  return append_delivery(out, id, fields, redeliveries, ackset)
+end
+
+
+-- Claim entry `id` (pending at `owner`) for consumer `uid`, counting a delivery, and emit it.
+-- Returns the permits used, or nil when the entry left the stream meanwhile (then it is acked).
+local function claim_and_emit(k, group, uid, id, delivered_before, out)
+  local claimed = redis.call('XCLAIM', k.stream, group, uid, 0, id)
+  local entry = claimed[1]
+  if entry and entry[2] then
+    return emit(out, entry[1], entry[2], delivered_before, k.acksets)
+  end
+  -- trimmed from the stream meanwhile (retention, TTL): nothing left to deliver
+  redis.call('XACK', k.stream, group, id)
+  redis.call('HDEL', k.acksets, id)
+  return nil
+end
+
+-- Most entries one XREADGROUP asks for (also bounds what one read schedules at once).
+local READ_BATCH = 250
+
+-- Read new entries past the group's cursor for consumer `uid` and hand each to
+-- `take(entry)`, which returns the permits it used (0 for an entry it queued elsewhere or
+-- scheduled for later). Stops when the permits run out, the stream is exhausted, `limit`
+-- entries were read or `full()` says so. Entries read beyond the permits are un-read (XACK
+-- and the cursor set back before them), so permits are honoured exactly; as the permits
+-- only run out after an entry was taken, an un-read entry always has a taken one before it.
+-- A read that cost no permits makes the next one larger, so a run of scheduled or queued
+-- entries is crossed in few reads.
+local function read_new(k, group, uid, remaining, per_entry, limit, take, full)
+  local examined = 0
+  local boost = 1
+  while remaining > 0 and examined < limit and not (full and full()) do
+    local want = math.min(limit - examined, READ_BATCH,
+      math.max(1, math.floor(remaining / per_entry)) * boost)
+    local reply = redis.call('XREADGROUP', 'GROUP', group, uid, 'COUNT', want, 'STREAMS', k.stream, '>')
+    if not reply then break end
+    local entries = reply[1][2]
+    local before = remaining
+    for i, entry in ipairs(entries) do
+      if remaining <= 0 then
+        local args = {'XACK', k.stream, group}
+        for j = i, #entries do args[#args + 1] = entries[j][1] end
+        redis.call(unpack(args))
+        redis.call('XGROUP', 'SETID', k.stream, group, entries[i - 1][1])
+        return
+      end
+      examined = examined + 1
+      remaining = remaining - take(entry)
+    end
+    if #entries < want then break end
+    if remaining == before then boost = boost * 4 end
+  end
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Delayed delivery (PIP-26), on Shared and Key_Shared subscriptions only: an entry whose
+-- `d` field (deliver-at, ms since epoch) is later than now is not sent when read. It is
+-- held by the reserved consumer DELAYED (still pending: unacked, and kept by retention) and
+-- indexed in the subscription's `delayed` zset by its deliver-at time (member: delay_member). Dispatch moves due
+-- entries out of it (only ever one script moves an entry: Lua is atomic across the fleet)
+-- and tells the gateway when the next one is due, so it sleeps until exactly then.
+
+-- Most entries one call schedules: bounds the time a script runs (about 3 ms at 1M
+-- scheduled), so a flood of scheduled messages cannot stall other topics; the caller is
+-- told to call again at once.
+local SCHEDULE_CHUNK = 250
+
+-- The deliver-at time of an entry that must wait, or nil when it is due (or has none).
+local function deliver_later(fields, now)
+  local at = field(fields, F_DELIVER_AT)
+  if at and tonumber(at) > now then return at end
+  return nil
+end
+
+-- An index member: the stream id packed as two big-endian 64-bit integers, so entries due
+-- at the same millisecond come out in stream order (a zset orders equal scores by member
+-- bytes, and as text "5-10" sorts before "5-9"); 16 bytes, about a text id's size.
+local function delay_member(id)
+  local ms, seq = split_id(id)
+  return struct.pack('>I8I8', ms, seq)
+end
+
+local function member_id(member)
+  local ms, seq = struct.unpack('>I8I8', member)
+  return string.format('%d-%d', ms, seq)
+end
+
+-- Milliseconds from `now` until the earliest scheduled entry: 0 when one is due, -1 none.
+local function next_due(k, now)
+  local head = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
+  if #head == 0 then return -1 end
+  return math.max(0, tonumber(head[2]) - now)
+end
+
+-- A dispatch reply's {moved, next_due} after scheduling: `earliest` is next_due as the call
+-- found it once due entries were taken; only a call that scheduled entries reads the index
+-- again. moved = 1 when the earliest time came forward (other gateways must re-time).
+local function schedule_reply(k, now, schedule, earliest)
+  schedule.flush()
+  local due = earliest
+  if schedule.full() then
+    due = 0
+  elseif schedule.added() > 0 then
+    due = next_due(k, now)
+  end
+  local moved = (due >= 0 and (earliest < 0 or due < earliest)) and 1 or 0
+  return moved, due
+end
+
+-- Collects entries read that must wait and schedules them, SCHEDULE_CHUNK at a time, with
+-- one XCLAIM (to DELAYED, delivery count reset: they were read, not sent) and one ZADD.
+-- `added()` counts the entries scheduled; `full()` says SCHEDULE_CHUNK were: enough for one
+-- call.
+local function new_schedule(k, group)
+  local ids, zadd, total = {}, {'ZADD', k.delayed}, 0
+  local schedule = {}
+  function schedule.flush()
+    if #ids == 0 then return end
+    claim_justid(k.stream, group, DELAYED, ids, 0)
+    redis.call(unpack(zadd))
+    ids, zadd = {}, {'ZADD', k.delayed}
+  end
+  function schedule.add(id, at)
+    ids[#ids + 1] = id
+    zadd[#zadd + 1] = at
+    zadd[#zadd + 1] = delay_member(id)
+    total = total + 1
+    if #ids >= SCHEDULE_CHUNK then schedule.flush() end
+  end
+  function schedule.added() return total end
+  function schedule.full() return total >= SCHEDULE_CHUNK end
+  return schedule
+end
+
+-- Schedule the run of not-yet-due entries right at the group's cursor (at most `budget`),
+-- stopping before the first entry that is due or not delayed (left unread). Admin calls use
+-- it so a subscription's scheduled messages are listed even while no consumer reads.
+local function schedule_ahead(k, group, now, budget)
+  local schedule = new_schedule(k, group)
+  local cursor = last_delivered(k.stream, group)
+  while cursor and budget > 0 do
+    local want = math.min(budget, READ_BATCH)
+    local reply = redis.call('XREADGROUP', 'GROUP', group, DELAYED, 'COUNT', want, 'STREAMS', k.stream, '>')
+    if not reply then break end
+    local entries = reply[1][2]
+    for i, entry in ipairs(entries) do
+      local at = deliver_later(entry[2], now)
+      if not at then
+        local args = {'XACK', k.stream, group}
+        for j = i, #entries do args[#args + 1] = entries[j][1] end
+        redis.call(unpack(args))
+        redis.call('XGROUP', 'SETID', k.stream, group, cursor)
+        schedule.flush()
+        return
+      end
+      schedule.add(entry[1], at)
+      cursor = entry[1]
+      budget = budget - 1
+    end
+    if #entries < want then break end
+  end
+  schedule.flush()
+end
+
+-- Scheduled messages of a subscription: the entries DELAYED holds (exact, where the index
+-- may still hold members of entries expired by TTL or acknowledged by id).
+local function scheduled_count(stream, group)
+  for _, c in ipairs(redis.call('XPENDING', stream, group)[4] or {}) do
+    if c[1] == DELAYED then return tonumber(c[2]) end
+  end
+  return 0
+end
+
+-- Admin scripts on a subscription's scheduled messages start here: false when the
+-- subscription does not exist; else, on Shared and Key_Shared, the delayed entries at the
+-- cursor are scheduled first (at most `budget`).
+local function open_schedule(k, group, budget)
+  local sub_type = redis.call('HGET', k.subs, group)
+  if not sub_type or not group_exists(k.stream, group) then return false end
+  if sub_type == '1' or sub_type == '3' then schedule_ahead(k, group, now_ms(), budget) end
+  return true
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Consumer info: "<priority level> <join seq> <durable 1|0> <name>"
+
+local function parse_info(value)
+  local priority, seq, durable, name = string.match(value or '', '^(%-?%d+) (%d+) (%d) (.*)$')
+  return tonumber(priority or 0), tonumber(seq or 0), name or '', durable ~= '0'
+end
+
+-- Failover: the active consumer among live ones (Pulsar
+-- AbstractDispatcherSingleActiveConsumer.pickAndScheduleActiveConsumer): only the highest
+-- priority (lowest level) counts; for a partition, consumers sorted by name and the one at
+-- partition index mod count; for a non-partitioned topic, the earliest subscriber.
+local function failover_active(k, partition, now)
+  local uids = redis.call('ZRANGEBYSCORE', k.consumers, '(' .. now, '+inf')
+  if #uids == 0 then return nil end
+  local best, candidates = nil, {}
+  for _, uid in ipairs(uids) do
+    local priority, seq, name = parse_info(redis.call('HGET', k.info, uid))
+    if best == nil or priority < best then
+      best = priority
+      candidates = {}
+    end
+    if priority == best then
+      candidates[#candidates + 1] = {uid = uid, seq = seq, name = name}
+    end
+  end
+  if partition >= 0 then
+    table.sort(candidates, function(a, b)
+      if a.name ~= b.name then return a.name < b.name end
+      return a.uid < b.uid
+    end)
+    return candidates[(partition % #candidates) + 1].uid
+  end
+  table.sort(candidates, function(a, b)
+    if a.seq ~= b.seq then return a.seq < b.seq end
+    return a.uid < b.uid
+  end)
+  return candidates[1].uid
+end
+
+-- Start of every dispatch: renew the consumer's lease and, on Failover, check it is the
+-- active consumer. Returns nil to go on, else the script's reply: {2} consumer gone (its
+-- lease expired and it was reaped), {6, active uid} not the active Failover consumer.
+local function lease_and_active(k, uid, lease_ms, sub_type, partition)
+  if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
+  local now = now_ms()
+  redis.call('ZADD', k.consumers, 'XX', now + tonumber(lease_ms), uid)
+  if sub_type == '2' then
+    local active = failover_active(k, tonumber(partition), now)
+    if active ~= uid then return {6, active or ''} end
+  end
+  return nil
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Key_Shared hash ranges: "start-end,start-end" (inclusive)
+
+local function parse_ranges(value)
+  local ranges = {}
+  for s, e in string.gmatch(value or '', '(%d+)%-(%d+)') do
+    ranges[#ranges + 1] = {tonumber(s), tonumber(e)}
+  end
+  return ranges
+end
+
+local function format_ranges(ranges)
+  local parts = {}
+  for i, r in ipairs(ranges) do parts[i] = r[1] .. '-' .. r[2] end
+  return table.concat(parts, ',')
+end
+
+-- Every consumer's ranges: list of {start, end, uid}, sorted by start.
+local function range_map(k)
+  local map = {}
+  local all = redis.call('HGETALL', k.ranges)
+  for i = 1, #all, 2 do
+    if all[i] ~= KS_MODE then
+      for _, r in ipairs(parse_ranges(all[i + 1])) do map[#map + 1] = {r[1], r[2], all[i]} end
+    end
+  end
+  table.sort(map, function(a, b) return a[1] < b[1] end)
+  return map
+end
+
+local function owner_of(map, h)
+  for _, r in ipairs(map) do
+    if h >= r[1] and h <= r[2] then return r[3] end
+  end
+  return nil
+end
+
+-- AUTO_SPLIT (Pulsar HashRangeAutoSplitStickyKeyConsumerSelector): the first consumer takes
+-- the whole space; each later one takes the lower half of the largest range.
+local function ks_add_auto(k, uid)
+  local map = range_map(k)
+  if #map == 0 then
+    redis.call('HSET', k.ranges, uid, '0-' .. (HASH_SPACE - 1))
+    return
+  end
+  local big = map[1]
+  for _, r in ipairs(map) do
+    if r[2] - r[1] > big[2] - big[1] then big = r end
+  end
+  if big[2] == big[1] then return nil end -- 65536 consumers: nothing left to split
+  local middle = big[1] + math.floor((big[2] - big[1]) / 2)
+  local owner_ranges = parse_ranges(redis.call('HGET', k.ranges, big[3]))
+  for _, r in ipairs(owner_ranges) do
+    if r[1] == big[1] then r[1] = middle + 1 end
+  end
+  redis.call('HSET', k.ranges, big[3], format_ranges(owner_ranges))
+  redis.call('HSET', k.ranges, uid, big[1] .. '-' .. middle)
+  return true
+end
+
+-- STICKY: the consumer's own ranges, refused when empty, malformed or overlapping another
+-- consumer's (Pulsar HashRangeExclusiveStickyKeyConsumerSelector.validateKeySharedMeta).
+-- Returns an error message or nil.
+local function ks_add_sticky(k, uid, wanted)
+  local ranges = parse_ranges(wanted)
+  if #ranges == 0 then return 'Ranges for KeyShared policy must not be empty.' end
+  for i, r in ipairs(ranges) do
+    if r[1] > r[2] or r[2] >= HASH_SPACE then
+      return 'Fixed hash range start > end or out of [0, 65535]: ' .. r[1] .. '-' .. r[2]
+    end
+    for j = i + 1, #ranges do
+      local o = ranges[j]
+      if r[1] <= o[2] and o[1] <= r[2] then
+        return 'Ranges of one consumer overlap: ' .. format_ranges({r, o})
+      end
+    end
+  end
+  for _, taken in ipairs(range_map(k)) do
+    for _, r in ipairs(ranges) do
+      if r[1] <= taken[2] and taken[1] <= r[2] then
+        return 'Range conflict with consumer ' .. taken[3] .. ': ' .. r[1] .. '-' .. r[2]
+      end
+    end
+  end
+  redis.call('HSET', k.ranges, uid, wanted)
+  return nil
+end
+
+-- Forget a consumer's ranges. AUTO_SPLIT gives each of them to the consumer owning the
+-- range just above (or just below, for the top range), as Pulsar's auto-split selector.
+local function ks_remove(k, uid)
+  local mine = parse_ranges(redis.call('HGET', k.ranges, uid))
+  redis.call('HDEL', k.ranges, uid)
+  redis.call('HDEL', k.joined, uid)
+  if redis.call('HGET', k.ranges, KS_MODE) ~= '0' then return end
+  for _, r in ipairs(mine) do
+    local map = range_map(k)
+    local heir = nil
+    for _, o in ipairs(map) do
+      if o[1] == r[2] + 1 then heir = {o, 'up'} end
+      if o[2] == r[1] - 1 and heir == nil then heir = {o, 'down'} end
+    end
+    if heir then
+      local o, dir = heir[1], heir[2]
+      local theirs = parse_ranges(redis.call('HGET', k.ranges, o[3]))
+      for _, t in ipairs(theirs) do
+        if t[1] == o[1] then
+          if dir == 'up' then t[1] = r[1] else t[2] = r[2] end
+        end
+      end
+      redis.call('HSET', k.ranges, o[3], format_ranges(theirs))
+    end
+  end
+end
+
+-- Key_Shared: hand every waiting entry back to PARKED so the next dispatch routes it by
+-- the new ranges (after a consumer joined and took over part of someone's range).
+local function ks_reroute_waiting(k, group, parked)
+  local moved = 0
+  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', k.stream, group)) do
+    local name
+    for i = 1, #c, 2 do
+      if c[i] == 'name' then name = c[i + 1] end
+    end
+    if string.sub(name, 1, #WAITING) == WAITING then
+      moved = moved + move_all(k.stream, group, name, parked)
+    end
+  end
+  return moved
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Consumer membership
+
+-- Detach consumer `uid`: its unacked entries (and, on Key_Shared, those read for it but
+-- not sent) go back to the subscription (parked), then it is forgotten. A non-durable
+-- subscription (a reader's) goes with its last consumer, also when that consumer's gateway
+-- died. Returns how many entries were handed back.
+local function release_consumer(k, group, uid, parked)
+  local _, _, _, durable = parse_info(redis.call('HGET', k.info, uid))
+  if not durable and redis.call('ZCARD', k.consumers) <= 1 then
+    if group_exists(k.stream, group) then redis.call('XGROUP', 'DESTROY', k.stream, group) end
+    redis.call('HDEL', k.subs, group)
+    redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed)
+    return 0
+  end
+  local moved = 0
+  if group_exists(k.stream, group) then
+    moved = park_all(k.stream, group, uid, parked)
+    redis.call('XGROUP', 'DELCONSUMER', k.stream, group, uid)
+    if redis.call('HEXISTS', k.ranges, uid) == 1 then
+      moved = moved + park_all(k.stream, group, WAITING .. uid, parked)
+      redis.call('XGROUP', 'DELCONSUMER', k.stream, group, WAITING .. uid)
+    end
+  end
+  if redis.call('HEXISTS', k.ranges, uid) == 1 then ks_remove(k, uid) end
+  redis.call('ZREM', k.consumers, uid)
+  redis.call('HDEL', k.info, uid)
+  return moved
+end
+
+-- Release every consumer whose lease has expired (its gateway died or lost Redis).
+local function reap_expired(k, group, now, parked)
+  local moved = 0
+  for _, uid in ipairs(redis.call('ZRANGEBYSCORE', k.consumers, '-inf', now)) do
+    moved = moved + release_consumer(k, group, uid, parked)
+  end
+  return moved
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Cursor moves of the admin API (Pulsar ManagedCursor: skip, clear backlog, expire, reset
+-- to a batch index). A subscription's backlog, in Pulsar's order, is its pending entries
+-- (oldest first) followed by the entries after the group's cursor; acknowledging one means
+-- XACK, and forgetting it in the scheduled index and the ack sets, so no dispatch finds
+-- it again.
+
+-- Acknowledge pending entries `ids` of the subscription. Returns how many were pending.
+local function ack_pending(k, group, ids)
+  if #ids == 0 then return 0 end
+  local xack, zrem, hdel = {'XACK', k.stream, group}, {'ZREM', k.delayed}, {'HDEL', k.acksets}
+  for _, id in ipairs(ids) do
+    xack[#xack + 1] = id
+    zrem[#zrem + 1] = delay_member(id)
+    hdel[#hdel + 1] = id
+  end
+  redis.call(unpack(zrem))
+  redis.call(unpack(hdel))
+  return redis.call(unpack(xack))
+end
+
+-- Acknowledge every message up to `bound` (a stream id; '(' in front makes it exclusive):
+-- pending entries up to it are acked and a cursor behind it moves to the last entry up to
+-- it, so none of them is delivered. Returns how many pending entries were acked.
+local function ack_through(k, group, bound)
+  local acked = 0
+  while true do
+    local pending = redis.call('XPENDING', k.stream, group, '-', bound, 1000)
+    if #pending == 0 then break end
+    local ids = {}
+    for i, p in ipairs(pending) do ids[i] = p[1] end
+    acked = acked + ack_pending(k, group, ids)
+  end
+  local cursor = last_delivered(k.stream, group)
+  local last = redis.call('XREVRANGE', k.stream, bound, '(' .. cursor, 'COUNT', 1)[1]
+  if last then redis.call('XGROUP', 'SETID', k.stream, group, last[1]) end
+  return acked
+end
+
+-- Leave entry `id`, which must be the next one after the group's cursor, pending at
+-- `parked` with only the batch indexes of `ackset` ("1" = unacked) to deliver, as if the
+-- others had been acknowledged (Pulsar's position with an ack set, PIP-54). Returns false
+-- (changing nothing) when `id` is not the next entry.
+local function hold_partial(k, group, id, ackset, parked)
+  local cursor = last_delivered(k.stream, group)
+  local next_entry = redis.call('XRANGE', k.stream, '(' .. cursor, '+', 'COUNT', 1)[1]
+  if not next_entry or next_entry[1] ~= id then return false end
+  redis.call('XREADGROUP', 'GROUP', group, parked, 'COUNT', 1, 'STREAMS', k.stream, '>')
+  -- read, not sent: no delivery counted (see the rules at the top)
+  claim_justid(k.stream, group, parked, {id}, 0)
+  redis.call('HSET', k.acksets, id, ackset)
+  return true
+end
+
+-- The group id to set so that delivery starts at entry `id` (the id just before it).
+local function id_before(id)
+  local ms, seq = split_id(id)
+  if seq > 0 then return string.format('%d-%d', ms, seq - 1) end
+  if ms > 0 then return string.format('%d-18446744073709551615', ms - 1) end
+  return '0'
+end
+
+-- Where a ResetCursorData (ledgerId:entryId = stream id `id`, isExcluded, batchIndex)
+-- points, as Pulsar's PersistentTopicsBase.calculatePositionAckSet computes it: returns the
+-- position's stream id and, for a position inside a batch, the ack set of the batch
+-- indexes not yet consumed ("1"s; nil = the whole entry). Excluding an entry is Pulsar's
+-- PositionImpl.getNext(): entry id + 1 in the same ledger, here "ms-(seq+1)". The batch
+-- size comes from the stored entry (its `n` field; 0 when the entry is gone, which makes
+-- Pulsar fall back to the entry position).
+local function cursor_position(k, id, excluded, batch_index)
+  local size = 0
+  if batch_index >= 0 then
+    local entry = redis.call('XRANGE', k.stream, id, id)[1]
+    if entry then size = entry_size(entry[2]) end
+  end
+  local ms, seq = split_id(id)
+  local after = string.format('%d-%d', ms, seq + 1)
+  if size == 0 then
+    if excluded then return after, nil end
+    return id, nil
+  end
+  local consumed = batch_index
+  if excluded then consumed = batch_index + 1 end
+  if consumed >= size then return after, nil end
+  if consumed <= 0 then return id, nil end
+  return id, string.rep('0', consumed) .. string.rep('1', size - consumed)
+end

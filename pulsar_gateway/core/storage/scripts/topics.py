@@ -1,0 +1,317 @@
+"""Typed calls of the topic metadata and lifecycle scripts: ``partitioned_metadata``,
+``copy_subscriptions``, ``delete_topic``, ``topic_maintenance``, ``backlog_size``,
+``compaction`` and ``register_schema``."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pulsar_gateway.core.errors import (
+    GatewayError,
+    InvalidPartitionCount,
+    TopicBusy,
+    TopicConflict,
+    TopicNotFound,
+)
+from pulsar_gateway.core.storage.keys import TopicKeys
+from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text
+
+__all__ = [
+    "CompactionBegin",
+    "CompactionStart",
+    "DeleteTopicStatus",
+    "MaintenanceReply",
+    "MetadataOperation",
+    "backlog_size",
+    "compaction_begin",
+    "compaction_commit",
+    "compaction_fail",
+    "compaction_renew",
+    "copy_subscriptions",
+    "delete_topic",
+    "partitioned_metadata",
+    "register_schema",
+    "topic_maintenance",
+]
+
+
+# -- partitioned-topic metadata ------------------------------------------------------------
+
+
+class MetadataOperation(enum.StrEnum):
+    """What ``partitioned_metadata.lua`` changes (Pulsar's admin operations)."""
+
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    CREATE_NON_PARTITIONED = "create-non-partitioned"
+
+
+#: ``partitioned_metadata.lua`` status codes -> errors (0 is OK).
+_METADATA_ERRORS: dict[int, type[GatewayError]] = {
+    1: TopicConflict,  # the name is in use (409)
+    2: TopicNotFound,  # not a partitioned topic
+    3: InvalidPartitionCount,  # fewer partitions than now (422)
+}
+
+
+def _metadata_reply(reply: list[Any]) -> int:
+    code, message, previous = reply
+    error = _METADATA_ERRORS.get(int(code))
+    if error is not None:
+        raise error(text(message))
+    return int(previous)
+
+
+def partitioned_metadata(
+    lane: ScriptRunner,
+    namespace_topics: str,
+    namespace_partitioned: str,
+    *,
+    operation: MetadataOperation,
+    topic: str,
+    partitions: int = 0,
+    force: bool = False,
+) -> asyncio.Future[int]:
+    """Change the namespace's topic list and partitioned-topic metadata together.
+
+    Resolves with the previous partition count (0 for a create); fails with TopicConflict,
+    TopicNotFound or InvalidPartitionCount.
+    """
+    args: list[str | int] = [str(operation), topic]
+    if operation in (MetadataOperation.CREATE, MetadataOperation.UPDATE):
+        args.append(partitions)
+    if operation is MetadataOperation.UPDATE:
+        args.append(int(force))
+    return lane.eval(
+        SCRIPTS["partitioned_metadata"],
+        [namespace_topics, namespace_partitioned],
+        args,
+        _metadata_reply,
+    )
+
+
+def copy_subscriptions(
+    lane: ScriptRunner, keys: TopicKeys, *, subscriptions: Sequence[tuple[bytes, bytes]]
+) -> asyncio.Future[int]:
+    """Create ``subscriptions`` (name, type) on a new partition at its earliest position;
+    resolves with the number created."""
+    args = [item for pair in subscriptions for item in pair]
+    return lane.eval(SCRIPTS["copy_subscriptions"], [keys.stream, keys.subscriptions], args, int)
+
+
+# -- deletion ------------------------------------------------------------------------------
+
+
+class DeleteTopicStatus(enum.IntEnum):
+    """``delete_topic.lua`` status codes."""
+
+    DONE = 0
+    #: a consumer or producer is connected (and not force): Pulsar's 412 TopicBusy
+    BUSY = 1
+    #: a subscription was created since the caller listed them: list again
+    RETRY = 2
+
+
+def delete_topic(
+    lane: ScriptRunner,
+    keys: TopicKeys,
+    *,
+    subscriptions: Sequence[str],
+    force: bool,
+    dry_run: bool,
+) -> asyncio.Future[tuple[DeleteTopicStatus, bool]]:
+    """Delete every key of the topic partition and of ``subscriptions`` (the names just
+    read from its subscriptions hash). Resolves with the status and whether the topic had
+    data; fails with TopicBusy while clients are connected and ``force`` is False."""
+    script_keys = [
+        keys.stream,
+        keys.subscriptions,
+        keys.producers,
+        keys.producer_owners,
+        keys.producer_waiters,
+        keys.topic_epoch,
+        keys.last_sequence_ids,
+        keys.schemas,
+        keys.maintenance_lock,
+        keys.compacted,
+        keys.compacting,
+        keys.compaction,
+    ]
+    for name in subscriptions:
+        script_keys += keys.subscription(name).all
+
+    def decode(reply: list[Any]) -> tuple[DeleteTopicStatus, bool]:
+        status = DeleteTopicStatus(int(reply[0]))
+        if status is DeleteTopicStatus.BUSY:
+            raise TopicBusy(text(reply[1]))
+        return status, bool(reply[2])
+
+    return lane.eval(
+        SCRIPTS["delete_topic"],
+        script_keys,
+        [int(force), int(dry_run), *subscriptions],
+        decode,
+    )
+
+
+# -- retention and TTL ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReply:
+    """One step of a topic's maintenance round.
+
+    Attributes:
+        skipped: another gateway owns this topic's round.
+        expired: entries acknowledged by message TTL, summed over subscriptions.
+        trimmed: entries removed by retention.
+        more: the budget ran out: call again.
+    """
+
+    skipped: bool
+    expired: int = 0
+    trimmed: int = 0
+    more: bool = False
+
+
+def _maintenance_reply(reply: list[Any]) -> MaintenanceReply:
+    code, expired, trimmed, more = reply
+    if int(code) == 1:
+        return MaintenanceReply(True)
+    return MaintenanceReply(False, int(expired), int(trimmed), bool(more))
+
+
+def topic_maintenance(
+    lane: ScriptRunner,
+    keys: TopicKeys,
+    *,
+    owner: str,
+    lock_ms: int,
+    ttl_seconds: int,
+    retention_minutes: int,
+    retention_mb: int,
+    trim_unsubscribed: bool,
+    budget: int,
+) -> asyncio.Future[MaintenanceReply]:
+    """Apply message TTL (0 = off) and retention (-1 = infinite) to one topic partition,
+    at most ``budget`` entries, after taking its round lock for ``owner`` (``lock_ms``).
+    ``trim_unsubscribed``: trim a topic without subscriptions (an explicit retention
+    policy)."""
+    return lane.eval(
+        SCRIPTS["topic_maintenance"],
+        [keys.stream, keys.subscriptions, keys.maintenance_lock, keys.compaction],
+        [
+            owner,
+            lock_ms,
+            ttl_seconds,
+            retention_minutes,
+            retention_mb,
+            int(trim_unsubscribed),
+            budget,
+        ],
+        _maintenance_reply,
+    )
+
+
+def backlog_size(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[int]:
+    """The estimated bytes of the topic partition's largest subscription backlog."""
+    return lane.eval(SCRIPTS["backlog_size"], [keys.stream], [], int)
+
+
+# -- compaction ----------------------------------------------------------------------------
+
+
+def _compaction_keys(keys: TopicKeys) -> list[str]:
+    return [keys.stream, keys.compaction, keys.compacted, keys.compacting]
+
+
+class CompactionBegin(enum.IntEnum):
+    """How a compaction start went (``compaction.lua`` ``begin``)."""
+
+    STARTED = 0
+    #: a compaction of the topic runs somewhere in the fleet
+    RUNNING = 1
+    #: the topic has no stream
+    NO_TOPIC = 2
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStart:
+    """``begin``'s answer: the previous horizon and the new one (the topic's last entry
+    now), ``b""`` when absent."""
+
+    status: CompactionBegin
+    old_horizon: bytes = b""
+    new_horizon: bytes = b""
+
+
+def _begin_reply(reply: list[Any]) -> CompactionStart:
+    status = CompactionBegin(int(reply[0]))
+    if status is not CompactionBegin.STARTED:
+        return CompactionStart(status)
+    return CompactionStart(status, reply[1], reply[2])
+
+
+def compaction_begin(
+    lane: ScriptRunner, keys: TopicKeys, *, token: str, lease_ms: int
+) -> asyncio.Future[CompactionStart]:
+    """Start a compaction run identified by ``token``, holding a lease of ``lease_ms``."""
+    return lane.eval(
+        SCRIPTS["compaction"], _compaction_keys(keys), ["begin", token, lease_ms], _begin_reply
+    )
+
+
+def _current(reply: list[Any]) -> bool:
+    return int(reply[0]) == 0
+
+
+def compaction_renew(
+    lane: ScriptRunner, keys: TopicKeys, *, token: str, lease_ms: int
+) -> asyncio.Future[bool]:
+    """Renew the run's lease; False when this run is no longer the current one."""
+    return lane.eval(
+        SCRIPTS["compaction"], _compaction_keys(keys), ["renew", token, lease_ms], _current
+    )
+
+
+def compaction_commit(
+    lane: ScriptRunner, keys: TopicKeys, *, token: str, horizon: bytes, replace: bool
+) -> asyncio.Future[bool]:
+    """Finish the run at ``horizon``, replacing the view with the one built when
+    ``replace``; False when this run is no longer the current one."""
+    return lane.eval(
+        SCRIPTS["compaction"],
+        _compaction_keys(keys),
+        ["commit", token, horizon, int(replace)],
+        _current,
+    )
+
+
+def compaction_fail(
+    lane: ScriptRunner, keys: TopicKeys, *, token: str, error: str
+) -> asyncio.Future[bool]:
+    """Record the run's failure; False when this run is no longer the current one."""
+    return lane.eval(
+        SCRIPTS["compaction"], _compaction_keys(keys), ["fail", token, error], _current
+    )
+
+
+# -- schemas -------------------------------------------------------------------------------
+
+
+def _version(reply: Any) -> int | None:
+    return None if int(reply) < 0 else int(reply)
+
+
+def register_schema(
+    lane: ScriptRunner, keys: TopicKeys, *, known_versions: int, schema: str
+) -> asyncio.Future[int | None]:
+    """Append ``schema`` (JSON) as a new version of the base topic whose ``keys`` these
+    are, if it still has ``known_versions`` versions. Resolves with the new version, None
+    when another registration came first (read again)."""
+    return lane.eval(SCRIPTS["register_schema"], [keys.schemas], [known_versions, schema], _version)

@@ -1,0 +1,259 @@
+"""Partitioned-topic metadata and the topic lifecycle of a namespace (admin API).
+
+Strategy: a partitioned topic is a name with a partition count; its partitions are
+ordinary topics named ``<topic>-partition-<i>`` (Pulsar's ``TopicName.getPartition``), each
+with its own stream, so everything else in the core serves them unchanged. The counts live
+in one hash per namespace (``P:ns:{<ns>}:partitioned``: full topic name -> count), next to
+the namespace's topic set (``P:ns:{<ns>}:topics``), under the same hash tag, so the
+``partitioned_metadata.lua`` script changes both at once: a name is either a
+non-partitioned topic or a partitioned one, never both, whichever gateway asks.
+
+Creating a partitioned topic registers its partitions in the topic set, as Pulsar creates
+the partitions' managed ledgers (``tryCreatePartitionsAsync``); that is what
+GET_TOPICS_OF_NAMESPACE and the admin ``getList`` answer, and what regex consumers see.
+
+Deleting a topic deletes its keys with ``delete_topic.lua`` (one script per partition, each
+on that partition's hash tag) and then removes the name from the namespace. Pulsar refuses a
+delete while clients are connected unless ``force``; here "connected" means a consumer with
+a live lease anywhere in the fleet. Producers leave no trace in Redis, so they do not make
+a topic busy (see docs/topics.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+
+from pulsar_gateway.core.errors import (
+    InvalidPartitionCount,
+    TopicBusy,
+    TopicConflict,
+    TopicNotFound,
+)
+from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import text as _text
+from pulsar_gateway.core.storage.scripts import topics as scripts
+from pulsar_gateway.core.storage.scripts.topics import DeleteTopicStatus, MetadataOperation
+
+__all__ = ["PartitionedTopics"]
+
+
+class PartitionedTopics:
+    """Partition counts and namespace topic lists, read and changed atomically in Redis."""
+
+    def __init__(
+        self, lane: Lane, keys: KeySchema, register_namespace: Callable[[str], Awaitable[None]]
+    ) -> None:
+        self._lane = lane
+        self._keys = keys
+        #: records a namespace in its tenant after an admin create, as a producer's topic
+        #: registration does (:meth:`.tenants.Tenants.register_namespace`)
+        self._register_namespace = register_namespace
+
+    async def _created(self, topic: TopicName) -> None:
+        await self._register_namespace(topic.namespace)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def partitions(self, topic: TopicName) -> int:
+        """The partition count of ``topic``; 0 for a non-partitioned topic or a partition.
+
+        One ``HGET`` per call: the client asks before every producer and consumer and then
+        once a minute per partitioned handle, which is cheap enough not to cache (a cache
+        would delay partition increases).
+        """
+        if topic.partition_index >= 0:
+            return 0
+        raw = await self._lane.call(
+            "HGET", self._keys.namespace_partitioned(topic.namespace), str(topic)
+        )
+        return int(raw) if raw is not None else 0
+
+    async def exists(self, topic: TopicName) -> bool:
+        """Whether a non-partitioned topic (or a partition) of that name exists."""
+        key = self._keys.namespace_topics(topic.namespace)
+        return bool(await self._lane.call("SISMEMBER", key, str(topic)))
+
+    async def topics(self, namespace: str, domain: str | None = None) -> list[str]:
+        """Sorted full names of the namespace's topics and partitions (no partitioned base
+        names), as Pulsar's ``getList`` and GET_TOPICS_OF_NAMESPACE answer them."""
+        members = await self._lane.call("SMEMBERS", self._keys.namespace_topics(namespace))
+        names = sorted(_text(m) for m in members)
+        if domain is not None:
+            names = [n for n in names if n.startswith(f"{domain}://")]
+        return names
+
+    async def all_topics(self) -> list[str]:
+        """Every topic and partition registered in any namespace, in random order (so
+        gateways walking them start at different topics)."""
+        names: set[str] = set()
+        cursor: bytes | int = 0
+        glob = self._keys.namespace_topics_pattern()
+        while True:
+            cursor, found = await self._lane.call(
+                "SCAN", cursor, "MATCH", glob, "COUNT", 500, "TYPE", "set"
+            )
+            members = await asyncio.gather(*(self._lane.call("SMEMBERS", key) for key in found))
+            names.update(_text(m) for batch in members for m in batch)
+            if int(cursor) == 0:
+                break
+        topics = list(names)
+        random.shuffle(topics)
+        return topics
+
+    async def partitioned_topics(self, namespace: str, domain: str | None = None) -> list[str]:
+        """Sorted full names of the namespace's partitioned topics."""
+        raw = await self._lane.call("HKEYS", self._keys.namespace_partitioned(namespace))
+        names = sorted(_text(m) for m in raw)
+        if domain is not None:
+            names = [n for n in names if n.startswith(f"{domain}://")]
+        return names
+
+    # -- metadata changes ----------------------------------------------------------------
+
+    async def _metadata(
+        self,
+        operation: MetadataOperation,
+        topic: TopicName,
+        partitions: int = 0,
+        force: bool = False,
+    ) -> int:
+        ns = topic.namespace
+        return await scripts.partitioned_metadata(
+            self._lane,
+            self._keys.namespace_topics(ns),
+            self._keys.namespace_partitioned(ns),
+            operation=operation,
+            topic=str(topic),
+            partitions=partitions,
+            force=force,
+        )
+
+    async def create_partitioned(self, topic: TopicName, count: int) -> None:
+        """Create a partitioned topic (Pulsar ``createPartitionedTopic``).
+
+        Raises:
+            InvalidPartitionCount: ``count`` < 1.
+            TopicConflict: the name is taken by a topic of either kind, or a partition with
+                an index >= ``count`` exists.
+        """
+        if count < 1:
+            raise InvalidPartitionCount("Number of partitions should be more than 0")
+        await self._metadata(MetadataOperation.CREATE, topic, count)
+        await self._created(topic)
+
+    async def update_partitioned(self, topic: TopicName, count: int, force: bool) -> None:
+        """Raise the partition count (Pulsar ``updatePartitionedTopic``).
+
+        New partitions get partition 0's subscriptions at the earliest position, as Pulsar
+        copies them, so no message routed to a new partition is skipped while consumers
+        have not yet discovered it (the client re-reads the count once a minute).
+
+        Raises:
+            InvalidPartitionCount: ``count`` < 1, or fewer partitions than now.
+            TopicNotFound: not a partitioned topic.
+            TopicConflict: an unexpected partition beyond the count exists (unless force).
+        """
+        if count < 1:
+            raise InvalidPartitionCount("Number of partitions should be more than 0")
+        previous = await self._metadata(MetadataOperation.UPDATE, topic, count, force)
+        if count > previous:
+            await self._copy_subscriptions(topic, previous, count)
+
+    async def _copy_subscriptions(self, topic: TopicName, start: int, stop: int) -> None:
+        first = self._keys.topic(topic.partition(0))
+        raw = await self._lane.call("HGETALL", first.subscriptions)
+        if not raw:
+            return
+        pairs = list(zip(raw[::2], raw[1::2], strict=True))
+        await asyncio.gather(
+            *(
+                scripts.copy_subscriptions(
+                    self._lane, self._keys.topic(topic.partition(i)), subscriptions=pairs
+                )
+                for i in range(start, stop)
+            )
+        )
+
+    async def create_non_partitioned(self, topic: TopicName) -> None:
+        """Create a non-partitioned topic (Pulsar ``createNonPartitionedTopic``).
+
+        Raises:
+            TopicConflict: the name is taken by a topic of either kind.
+        """
+        await self._metadata(MetadataOperation.CREATE_NON_PARTITIONED, topic)
+        await self._created(topic)
+
+    # -- deletion ------------------------------------------------------------------------
+
+    async def _delete_keys(self, keys: TopicKeys, force: bool, dry_run: bool) -> bool:
+        """Run ``delete_topic.lua`` on one partition; True when it had data."""
+        for _ in range(5):
+            subs = [_text(s) for s in await self._lane.call("HKEYS", keys.subscriptions)]
+            # Producer registry keys are lease sets too: connected producers make it busy.
+            status, existed = await scripts.delete_topic(
+                self._lane, keys, subscriptions=subs, force=force, dry_run=dry_run
+            )
+            if status is DeleteTopicStatus.RETRY:
+                continue  # a subscription appeared between HKEYS and the script
+            return bool(existed)
+        raise TopicBusy("Topic has active producers/subscriptions")
+
+    async def delete(self, topic: TopicName, force: bool) -> None:
+        """Delete a non-partitioned topic or one partition (Pulsar ``deleteTopic``).
+
+        Raises:
+            TopicConflict: ``topic`` is a partitioned topic (use :meth:`delete_partitioned`).
+            TopicNotFound: no such topic.
+            TopicBusy: consumers are connected and ``force`` is False.
+        """
+        if await self.partitions(topic) > 0:
+            raise TopicConflict(
+                f"{topic} is a partitioned topic. Instead of calling delete please call "
+                "delete-partitioned-topic."
+            )
+        listed = await self.exists(topic)
+        had_data = await self._delete_keys(self._keys.topic(topic), force, dry_run=False)
+        if not listed and not had_data:
+            raise TopicNotFound(f"Topic {topic} not found")
+        await self._lane.call("SREM", self._keys.namespace_topics(topic.namespace), str(topic))
+        if topic.partition_index < 0:
+            await self._delete_policies(topic)
+
+    async def _delete_policies(self, topic: TopicName) -> None:
+        # Pulsar deletes a topic's policies with the topic; the policies module hears the
+        # change on its channel and drops its caches.
+        await self._lane.call("DEL", self._keys.topic_policies(topic))
+        self._lane.notify(self._keys.policies_channel)
+
+    async def delete_partitioned(self, topic: TopicName, force: bool) -> int:
+        """Delete a partitioned topic and all its partitions; returns the count.
+
+        Every partition is checked first (no partition is deleted when one is busy), then
+        each is deleted and finally the metadata. A consumer attaching between the check and
+        the delete of its partition makes that delete fail with TopicBusy, leaving the
+        topic partly deleted, which a retry finishes (Pulsar has the same window).
+
+        Raises:
+            TopicConflict: ``topic`` is a non-partitioned topic.
+            TopicNotFound: no such topic.
+            TopicBusy: consumers are connected and ``force`` is False.
+        """
+        count = await self.partitions(topic)
+        if count <= 0:
+            if await self.exists(topic):
+                raise TopicConflict(
+                    f"{topic} is a non-partitioned topic. Instead of calling "
+                    "delete-partitioned-topic please call delete."
+                )
+            raise TopicNotFound(f"Partitioned Topic {topic} not found")
+        partitions = [self._keys.topic(topic.partition(i)) for i in range(count)]
+        if not force:
+            await asyncio.gather(*(self._delete_keys(k, False, dry_run=True) for k in partitions))
+        await asyncio.gather(*(self._delete_keys(k, force, dry_run=False) for k in partitions))
+        count = await self._metadata(MetadataOperation.DELETE, topic)
+        await self._delete_policies(topic)
+        return count

@@ -1,0 +1,72 @@
+"""A topic (or one partition of a partitioned topic) as the core sees it.
+
+One Redis stream per topic partition (DESIGN.md): entries are appended by producers, and
+each subscription is a consumer group on the stream. Topics are created on first use: every
+producer and subscription (re-)registers the name in its namespace's topic set (one ``SADD``
+per attach, so a topic deleted by the admin API and used again is listed again on any
+gateway); the stream itself appears with the first entry or subscription.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
+from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
+from pulsar_gateway.core.storage.lane import Lane
+
+__all__ = ["Topic", "Topics"]
+
+#: Records a namespace in its tenant (:meth:`.tenants.Tenants.register_namespace`).
+RegisterNamespace = Callable[[str], Awaitable[None]]
+
+
+class Topic:
+    """Handle on one topic partition's keys, shared by its producers and subscriptions."""
+
+    def __init__(
+        self, name: TopicName, keys: KeySchema, lane: Lane, register_namespace: RegisterNamespace
+    ) -> None:
+        self.name = name
+        self.full_name = str(name)
+        self.keys: TopicKeys = keys.topic(name)
+        self.partition = name.partition_index
+        self._lane = lane
+        self._namespace_topics = keys.namespace_topics(name.namespace)
+        self._register_namespace = register_namespace
+
+    async def register(self) -> None:
+        """Record the topic in its namespace, and the namespace in its tenant, all
+        idempotent and in one pipeline."""
+        await asyncio.gather(
+            self._lane.call("SADD", self._namespace_topics, self.full_name),
+            self._register_namespace(self.name.namespace),
+        )
+
+    async def subscriptions(self) -> list[str]:
+        """The names of the partition's subscriptions (its ``subs`` hash), in no order."""
+        names = await self._lane.call("HKEYS", self.keys.subscriptions)
+        return [name.decode() for name in names]
+
+    def notify(self) -> None:
+        """Wake every gateway's dispatchers of this topic after the current pipeline."""
+        self._lane.notify(self.keys.notify_channel)
+
+
+class Topics:
+    """Opens :class:`Topic` handles (cheap: nothing is cached or read)."""
+
+    def __init__(self, lane: Lane, keys: KeySchema, register_namespace: RegisterNamespace) -> None:
+        self._lane = lane
+        self._keys = keys
+        self._register_namespace = register_namespace
+
+    def get(self, name: TopicName | str) -> Topic:
+        """The handle of topic ``name``.
+
+        Raises:
+            InvalidTopicName: ``name`` is not a valid topic name.
+        """
+        topic = name if isinstance(name, TopicName) else parse_topic_name(name)
+        return Topic(topic, self._keys, self._lane, self._register_namespace)

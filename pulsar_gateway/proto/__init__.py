@@ -1,0 +1,2 @@
+"""``PulsarApi.proto`` and its generated modules (regenerate with ``python -m
+pulsar_gateway.proto.regen``)."""

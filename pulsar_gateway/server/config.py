@@ -1,0 +1,597 @@
+"""Gateway configuration: one frozen dataclass, filled from flags, environment and defaults.
+
+Strategy
+--------
+Every option exists in three places that must not drift apart: a `GatewayConfig` field, a
+command-line flag and an environment variable. They are therefore derived from a single table,
+`_OPTIONS`, keyed by field name:
+
+    field                   flag                        environment variable
+    ----------------------  --------------------------  ------------------------------------
+    port                    --port                      PULSAR_GATEWAY_PORT
+    http_port               --http-port                 PULSAR_GATEWAY_HTTP_PORT
+    ...                     --<field with dashes>       PULSAR_GATEWAY_<FIELD IN UPPER CASE>
+
+Precedence is flag > environment variable > dataclass default. An environment variable that is
+set to the empty string counts as unset, so compose files can write ``PULSAR_GATEWAY_REDIS_URL=``
+to mean "use the embedded Redis".
+
+Values are checked twice by the same validators: by `parse_config`, which reports a bad value as
+an argparse error naming the flag or environment variable it came from (``SystemExit(2)``), and by
+`GatewayConfig.__post_init__`, so a config built in code (tests build one with ``port=0``) is held
+to the same rules and raises `ValueError`.
+
+`gateway_id` has no flag: it identifies one running process, so it is generated at start unless a
+caller (a test, an embedding application) sets it in code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Final
+
+__all__ = [
+    "ENV_PREFIX",
+    "LOG_LEVELS",
+    "REDIS_URL_SCHEMES",
+    "GatewayConfig",
+    "build_parser",
+    "parse_config",
+]
+
+#: Prefix of every environment variable read by `parse_config`.
+ENV_PREFIX: Final = "PULSAR_GATEWAY_"
+
+#: Accepted values of ``log_level`` (input is case-insensitive, stored upper case).
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+#: URL schemes redis-py's ``from_url`` accepts (it compares them case-sensitively, so do we).
+REDIS_URL_SCHEMES: Final = ("redis://", "rediss://", "unix://")
+
+#: Bind addresses that mean "every interface" and so cannot be handed to a client in a LOOKUP.
+_WILDCARD_ADDRESSES: Final = frozenset({"0.0.0.0", "::"})
+
+#: What a wildcard bind advertises. Deliberately not ``socket.gethostname()``: a hostname that
+#: does not resolve from the client's side is a worse default than loopback, and anything else
+#: is a deployment decision that belongs in ``--advertised-address``.
+_DEFAULT_ADVERTISED_HOST: Final = "127.0.0.1"
+
+_INT32_MAX: Final = 2**31 - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Validators: value in, normalized value out, ValueError with a human message otherwise.
+# They take the already-typed value; `_OPTIONS` pairs each with a string parser for CLI/env.
+# --------------------------------------------------------------------------------------------
+
+
+def _check_port(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"port must be an integer, got {value!r}")
+    if not 0 <= value <= 65535:
+        raise ValueError(f"port must be in 0..65535 (0 = ephemeral), got {value}")
+    return value
+
+
+def _check_message_size(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"must be an integer, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"must be a positive number of bytes, got {value}")
+    # Sent to clients in CommandConnected.max_message_size, an int32 in PulsarApi.proto.
+    if value > _INT32_MAX:
+        raise ValueError(f"must fit in a signed 32-bit integer (<= {_INT32_MAX}), got {value}")
+    return value
+
+
+def _check_positive_seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"must be a positive, finite number of seconds, got {value!r}")
+    return seconds
+
+
+def _check_retention_limit(value: object) -> int:
+    """Pulsar's retention limits: -1 infinite, 0 none, N minutes or megabytes."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"must be an integer, got {value!r}")
+    if value < -1:
+        raise ValueError(f"must be -1 (infinite), 0 (none) or positive, got {value}")
+    return value
+
+
+def _check_ttl_seconds(value: object) -> int:
+    """Pulsar's message TTL: 0 disables expiry."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"must be an integer number of seconds, got {value!r}")
+    if value < 0:
+        raise ValueError(f"must be 0 (disabled) or a positive number of seconds, got {value}")
+    return value
+
+
+def _check_bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return value
+
+
+def _check_non_negative_ms(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"must be 0 (off) or a positive number of milliseconds, got {value!r}")
+    return value
+
+
+def _check_positive_int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_fsync(value: object) -> str:
+    if value not in ("everysec", "always"):
+        raise ValueError(f"must be everysec or always, got {value!r}")
+    return str(value)
+
+
+def _check_non_empty(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_token(value: object) -> str:
+    """A non-empty string without whitespace (Redis key prefix, cluster name)."""
+    text = _check_non_empty(value)
+    if any(ch.isspace() for ch in text):
+        raise ValueError(f"must not contain whitespace, got {value!r}")
+    return text
+
+
+def _check_optional_token(value: object) -> str | None:
+    if value is None:
+        return None
+    return _check_token(value)
+
+
+def _check_log_level(value: object) -> str:
+    if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return value.upper()
+
+
+def _check_redis_url(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith(REDIS_URL_SCHEMES):
+        schemes = ", ".join(REDIS_URL_SCHEMES[:-1]) + " or " + REDIS_URL_SCHEMES[-1]
+        raise ValueError(f"Redis URL must start with {schemes}, got {value!r}")
+    return value
+
+
+def _check_optional_non_empty(value: object) -> str | None:
+    if value is None:
+        return None
+    return _check_non_empty(value)
+
+
+def _check_roles(value: object) -> tuple[str, ...]:
+    """Pulsar's ``superUserRoles``: a comma-separated list (or, in code, any iterable)."""
+    if isinstance(value, str):
+        items: list[object] = list(value.split(","))
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = list(value)
+    else:
+        raise ValueError(f"must be a comma-separated list of roles, got {value!r}")
+    roles: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"a role must be a string, got {item!r}")
+        if item.strip() and item.strip() not in roles:
+            roles.append(item.strip())
+    return tuple(roles)
+
+
+_Validator = Callable[[object], Any]
+
+#: Field name -> validator. `GatewayConfig.__post_init__` runs every entry.
+_VALIDATORS: Final[Mapping[str, _Validator]] = {
+    "port": _check_port,
+    "http_port": _check_port,
+    "bind": _check_token,
+    "advertised_address": _check_optional_token,
+    "redis_url": _check_redis_url,
+    "data_dir": _check_non_empty,
+    "redis_fsync": _check_fsync,
+    "log_level": _check_log_level,
+    "key_prefix": _check_token,
+    "cluster_name": _check_token,
+    "max_message_size": _check_message_size,
+    "keepalive_seconds": _check_positive_seconds,
+    "consumer_lease_seconds": _check_positive_seconds,
+    "gateway_id": _check_optional_token,
+    "default_retention_minutes": _check_retention_limit,
+    "default_retention_mb": _check_retention_limit,
+    "default_message_ttl_seconds": _check_ttl_seconds,
+    "topic_maintenance_interval_seconds": _check_positive_seconds,
+    "stats_interval_seconds": _check_positive_seconds,
+    "delayed_delivery_enabled": _check_bool,
+    "delayed_delivery_max_delay_ms": _check_non_negative_ms,
+    "websocket_max_sessions": _check_positive_int,
+    "authentication_enabled": _check_bool,
+    "authorization_enabled": _check_bool,
+    "superuser_roles": _check_roles,
+    "token_secret_key": _check_optional_non_empty,
+    "token_public_key": _check_optional_non_empty,
+    "token_auth_claim": _check_token,
+    "authenticate_metrics_endpoint": _check_bool,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """Everything the gateway process needs to start; immutable once built.
+
+    Attributes:
+        port: Pulsar binary protocol port (Pulsar's ``brokerServicePort``); 0 = ephemeral.
+        http_port: HTTP port for admin, health and metrics (``webServicePort``); 0 = ephemeral.
+        bind: Address both listeners bind to.
+        advertised_address: Host returned to clients in LOOKUP answers (Pulsar's
+            ``advertisedAddress``); None means derive it, see `advertised_host`.
+        redis_url: Redis to keep all state in; None starts the embedded redis-server under
+            ``data_dir`` (`pulsar_gateway.core.storage.embedded_redis`).
+        data_dir: Directory for the embedded Redis's files (AOF, socket, log).
+        redis_fsync: The embedded Redis's ``appendfsync``: ``everysec`` (up to a second of
+            acknowledged writes lost if redis-server is killed) or ``always`` (none).
+        log_level: One of `LOG_LEVELS`; normalized to upper case.
+        key_prefix: Prefix of every Redis key the gateway writes.
+        cluster_name: Name reported as the Pulsar cluster (``clusterName``).
+        max_message_size: Largest accepted message in bytes, reported to clients in
+            CONNECTED (``max_message_size``); Pulsar's default is 5 MiB.
+        keepalive_seconds: Interval of server-initiated PINGs (``keepAliveIntervalSeconds``).
+        consumer_lease_seconds: How long a consumer's claim on a subscription lives in Redis
+            without being renewed before another gateway may take it over.
+        gateway_id: Identity of this process in Redis; None means generate one at start.
+        default_retention_minutes: Retention time of topics without a retention policy
+            (Pulsar ``defaultRetentionTimeInMinutes``): -1 infinite, 0 none. Applies to
+            acknowledged messages of topics with subscriptions only (docs/lifecycle.md).
+        default_retention_mb: Retention size likewise (``defaultRetentionSizeInMB``).
+        default_message_ttl_seconds: Message TTL of topics without a messageTTL policy
+            (Pulsar ``ttlDurationDefaultInSeconds``); 0 disables expiry.
+        topic_maintenance_interval_seconds: How often the fleet applies retention and TTL
+            to every topic (Pulsar ``retentionCheckIntervalInSeconds``).
+        stats_interval_seconds: How often each gateway turns its counts into rates and
+            reports them to the fleet (Pulsar ``statsUpdateFrequencyInSecs``).
+        delayed_delivery_enabled: Whether delivery times are honoured on topics without a
+            delayedDelivery policy (Pulsar ``delayedDeliveryEnabled``).
+        delayed_delivery_max_delay_ms: Longest delay a producer may ask for on topics
+            without a delayedDelivery policy (``delayedDeliveryMaxDelayInMillis``); 0 = none.
+        websocket_max_sessions: Most WebSocket sessions one gateway serves at once; a new
+            session past it is refused with HTTP 429.
+        authentication_enabled: Require a token (JWT) on binary connections and HTTP
+            requests (Pulsar ``authenticationEnabled`` with ``AuthenticationProviderToken``).
+        authorization_enabled: Check the authenticated role's permissions (Pulsar
+            ``authorizationEnabled``); only meaningful with authentication.
+        superuser_roles: Roles allowed everything (``superUserRoles``).
+        token_secret_key: HMAC key validating HS256/384/512 tokens (``tokenSecretKey``):
+            ``file:///path``, ``data:;base64,...``, a path or the base64 key itself.
+        token_public_key: RSA or EC public key validating RS*/PS*/ES* tokens
+            (``tokenPublicKey``), DER or PEM, given the same ways.
+        token_auth_claim: The claim holding the role (``tokenAuthClaim``; default ``sub``).
+        authenticate_metrics_endpoint: Require a token on ``/metrics`` and the health check
+            too (``authenticateMetricsEndpoint``).
+
+    Raises:
+        ValueError: A field fails validation.
+    """
+
+    port: int = 6650
+    http_port: int = 8080
+    bind: str = "0.0.0.0"
+    advertised_address: str | None = None
+    redis_url: str | None = None
+    data_dir: str = "./data"
+    redis_fsync: str = "everysec"
+    log_level: str = "INFO"
+    key_prefix: str = "pgw"
+    cluster_name: str = "standalone"
+    max_message_size: int = 5 * 1024 * 1024
+    keepalive_seconds: float = 30.0
+    consumer_lease_seconds: float = 10.0
+    gateway_id: str | None = None
+    default_retention_minutes: int = 0
+    default_retention_mb: int = 0
+    default_message_ttl_seconds: int = 0
+    topic_maintenance_interval_seconds: float = 60.0
+    stats_interval_seconds: float = 5.0
+    delayed_delivery_enabled: bool = True
+    delayed_delivery_max_delay_ms: int = 0
+    websocket_max_sessions: int = 10_000
+    authentication_enabled: bool = False
+    authorization_enabled: bool = False
+    superuser_roles: tuple[str, ...] = ()
+    token_secret_key: str | None = None
+    token_public_key: str | None = None
+    token_auth_claim: str = "sub"
+    authenticate_metrics_endpoint: bool = False
+
+    def __post_init__(self) -> None:
+        for name, check in _VALIDATORS.items():
+            try:
+                normalized = check(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            if normalized is not getattr(self, name):
+                # Frozen dataclass: normalization (log level case, int seconds -> float)
+                # has to bypass the generated __setattr__.
+                object.__setattr__(self, name, normalized)
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients are told to connect to in LOOKUP and partition-metadata answers.
+
+        Returns:
+            `advertised_address` if set; otherwise `bind`, unless `bind` is a wildcard
+            (``0.0.0.0`` or ``::``), in which case ``127.0.0.1``.
+        """
+        if self.advertised_address is not None:
+            return self.advertised_address
+        if self.bind in _WILDCARD_ADDRESSES:
+            return _DEFAULT_ADVERTISED_HOST
+        return self.bind
+
+
+# --------------------------------------------------------------------------------------------
+# Command line and environment.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    field: str
+    parse: Callable[[str], object]  # string from argv/env -> typed value (ValueError if not)
+    metavar: str
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.field.upper()
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {text!r}") from None
+
+
+def _parse_float(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
+
+
+def _parse_str(text: str) -> str:
+    return text
+
+
+def _parse_roles(text: str) -> tuple[str, ...]:
+    return tuple(text.split(","))
+
+
+def _parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+_OPTIONS: Final[tuple[_Option, ...]] = (
+    _Option("port", _parse_int, "PORT", "Pulsar binary protocol port (0 = pick a free one)"),
+    _Option("http_port", _parse_int, "PORT", "HTTP admin/health/metrics port (0 = free one)"),
+    _Option("bind", _parse_str, "ADDR", "address both listeners bind to"),
+    _Option(
+        "advertised_address",
+        _parse_str,
+        "HOST",
+        "host given to clients in LOOKUP answers (default: the bind address, or 127.0.0.1 "
+        "when binding to 0.0.0.0 or ::)",
+    ),
+    _Option(
+        "redis_url",
+        _parse_str,
+        "URL",
+        "Redis holding all state: redis://, rediss:// or unix:// (default: start an "
+        "embedded, AOF-persistent redis-server under --data-dir)",
+    ),
+    _Option("data_dir", _parse_str, "DIR", "directory for the embedded Redis's files"),
+    _Option(
+        "redis_fsync",
+        _parse_str,
+        "POLICY",
+        "the embedded Redis's appendfsync: everysec, or always to lose no acknowledged "
+        "write when redis-server is killed",
+    ),
+    _Option("log_level", _parse_str, "LEVEL", f"one of {', '.join(LOG_LEVELS)} (any case)"),
+    _Option("key_prefix", _parse_str, "PREFIX", "prefix of every Redis key the gateway writes"),
+    _Option("cluster_name", _parse_str, "NAME", "Pulsar cluster name reported to clients"),
+    _Option("max_message_size", _parse_int, "BYTES", "largest accepted message, in bytes"),
+    _Option("keepalive_seconds", _parse_float, "SECONDS", "interval of keepalive PINGs"),
+    _Option(
+        "consumer_lease_seconds",
+        _parse_float,
+        "SECONDS",
+        "lifetime of a consumer's lease in Redis before another gateway may take it over",
+    ),
+    _Option(
+        "default_retention_minutes",
+        _parse_int,
+        "MINUTES",
+        "retention time of acknowledged messages for topics without a retention policy "
+        "(-1 infinite, 0 none)",
+    ),
+    _Option(
+        "default_retention_mb",
+        _parse_int,
+        "MB",
+        "retention size of acknowledged messages for topics without a retention policy "
+        "(-1 infinite, 0 none)",
+    ),
+    _Option(
+        "default_message_ttl_seconds",
+        _parse_int,
+        "SECONDS",
+        "message TTL for topics without a messageTTL policy (0 = never expire)",
+    ),
+    _Option(
+        "topic_maintenance_interval_seconds",
+        _parse_float,
+        "SECONDS",
+        "interval of the fleet's retention and TTL rounds over every topic",
+    ),
+    _Option(
+        "stats_interval_seconds",
+        _parse_float,
+        "SECONDS",
+        "how often message rates are computed and reported to the fleet (topic stats)",
+    ),
+    _Option(
+        "delayed_delivery_enabled",
+        _parse_bool,
+        "BOOL",
+        "honour delivery times (deliver_at/deliver_after) on topics without a "
+        "delayedDelivery policy",
+    ),
+    _Option(
+        "delayed_delivery_max_delay_ms",
+        _parse_int,
+        "MS",
+        "longest delivery delay allowed on topics without a delayedDelivery policy (0 = none)",
+    ),
+    _Option(
+        "websocket_max_sessions",
+        _parse_int,
+        "N",
+        "most WebSocket sessions this gateway serves at once (more get HTTP 429)",
+    ),
+    _Option(
+        "authentication_enabled",
+        _parse_bool,
+        "BOOL",
+        "require a token (JWT) on binary connections and HTTP requests",
+    ),
+    _Option(
+        "authorization_enabled",
+        _parse_bool,
+        "BOOL",
+        "check the token's role against superuser roles, tenant admins and namespace "
+        "permissions (needs --authentication-enabled)",
+    ),
+    _Option("superuser_roles", _parse_roles, "ROLES", "comma-separated roles allowed everything"),
+    _Option(
+        "token_secret_key",
+        _parse_str,
+        "KEY",
+        "HMAC key for HS256 tokens: file:///path, data:;base64,<key>, a path or base64",
+    ),
+    _Option(
+        "token_public_key",
+        _parse_str,
+        "KEY",
+        "RSA/EC public key (DER or PEM) for RS256/ES256 tokens, given as for the secret key",
+    ),
+    _Option("token_auth_claim", _parse_str, "CLAIM", "the token claim holding the role"),
+    _Option(
+        "authenticate_metrics_endpoint",
+        _parse_bool,
+        "BOOL",
+        "require a token on /metrics and the health check as well",
+    ),
+)
+
+_DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in fields(GatewayConfig)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the ``pulsar-gateway`` argument parser.
+
+    Every flag defaults to None so `parse_config` can tell "not given" from "given"; the help
+    text shows the real default and the environment variable instead.
+
+    Returns:
+        A parser whose namespace attributes are `GatewayConfig` field names holding raw
+        strings or None.
+    """
+    parser = argparse.ArgumentParser(
+        prog="pulsar-gateway",
+        description="A Pulsar-compatible messaging gateway whose state lives in Redis.",
+        epilog=(
+            f"Every option can also be set with an environment variable {ENV_PREFIX}<NAME> "
+            "(shown with each option); an empty variable counts as unset. "
+            "Precedence: flag, then environment variable, then default."
+        ),
+    )
+    for option in _OPTIONS:
+        default = _DEFAULTS[option.field]
+        shown = "none" if default is None else str(default)
+        parser.add_argument(
+            option.flag,
+            dest=option.field,
+            metavar=option.metavar,
+            default=None,
+            help=f"{option.help} [env: {option.env}; default: {shown}]",
+        )
+    return parser
+
+
+def parse_config(
+    argv: Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> GatewayConfig:
+    """Build a `GatewayConfig` from command-line flags, environment variables and defaults.
+
+    Args:
+        argv: Arguments without the program name; None means ``sys.argv[1:]``.
+        environ: Environment to read ``PULSAR_GATEWAY_*`` variables from; None means
+            ``os.environ``.
+
+    Returns:
+        The validated configuration. ``gateway_id`` is always None (generated at start).
+
+    Raises:
+        SystemExit: With status 2 and a message naming the offending flag or environment
+            variable when a value is malformed or out of range (``argparse`` convention), or
+            with status 0 after printing ``--help``.
+    """
+    parser = build_parser()
+    namespace = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    env = os.environ if environ is None else environ
+
+    values: dict[str, object] = {}
+    for option in _OPTIONS:
+        raw: str | None = getattr(namespace, option.field)
+        if raw is not None:
+            source = f"argument {option.flag}"
+        else:
+            raw = env.get(option.env) or None  # empty string = unset
+            source = f"environment variable {option.env}"
+        if raw is None:
+            continue
+        try:
+            values[option.field] = _VALIDATORS[option.field](option.parse(raw))
+        except ValueError as exc:
+            parser.error(f"{source}: {exc}")
+    return GatewayConfig(**values)  # type: ignore[arg-type]  # types checked by _VALIDATORS

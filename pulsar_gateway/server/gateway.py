@@ -1,0 +1,117 @@
+"""The embeddable :class:`Gateway`: one gateway process's worth of servers.
+
+Start-up: the embedded redis-server when no ``--redis-url`` is given (private,
+AOF-persistent, under ``--data-dir``); the core (:func:`.wiring.build`); the binary
+protocol port; the HTTP port. Shutdown runs the other way round: stop accepting, close
+client connections (their consumers' unacked messages go back to their subscriptions at
+once), stop the core and drain Redis traffic, stop the embedded Redis last.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+
+from aiohttp import web
+from redis.asyncio import Redis
+
+from pulsar_gateway.adapters.http.app import make_app
+from pulsar_gateway.adapters.pulsar_binary.entry_format import BinaryEntryInspector
+from pulsar_gateway.adapters.pulsar_binary.server import BinaryServer
+from pulsar_gateway.core import Services
+from pulsar_gateway.core.storage import EmbeddedRedis
+from pulsar_gateway.server import wiring
+from pulsar_gateway.server.config import GatewayConfig
+from pulsar_gateway.server.wiring import Core
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger("pulsar_gateway")
+
+
+class Gateway:
+    """One gateway process's worth of servers, usable in-process (tests, bench)."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.embedded: EmbeddedRedis | None = None
+        self.redis: Redis | None = None
+        #: the built core (None until started): its services and background work
+        self.core: Core | None = None
+        self._binary: BinaryServer | None = None
+        self._http_runner: web.AppRunner | None = None
+        self.port = config.port
+        self.http_port = config.http_port
+
+    @property
+    def services(self) -> Services:
+        """The core's services (the gateway must be started)."""
+        if self.core is None:
+            raise RuntimeError("the gateway is not started")
+        return self.core.services
+
+    async def start(self) -> None:
+        config = self.config
+        url = config.redis_url
+        if url is None:
+            self.embedded = EmbeddedRedis(config.data_dir, fsync=config.redis_fsync)
+            url = await self.embedded.start()
+            log.info(
+                "no --redis-url given: using the embedded redis-server at %s "
+                "(append-only persistence in %s)",
+                url,
+                self.embedded.data_dir,
+            )
+        self.redis = Redis.from_url(url, protocol=2)
+        await self.redis.ping()
+        self.core = wiring.build(config, self.redis, inspector=BinaryEntryInspector())
+        await self.core.start()
+        services = self.core.services
+        binary = BinaryServer(
+            services,
+            host=config.bind,
+            port=config.port,
+            advertised_host=config.advertised_host,
+            max_message_size=config.max_message_size,
+            keepalive_seconds=config.keepalive_seconds,
+        )
+        await binary.start()
+        self._binary = binary
+        self.port = binary.port
+        runner = web.AppRunner(make_app(services), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, config.bind, config.http_port, reuse_address=True)
+        await site.start()
+        self._http_runner = runner
+        server = site._server
+        if config.http_port == 0 and server is not None:
+            sockets = getattr(server, "sockets", None) or []
+            if sockets:
+                self.http_port = sockets[0].getsockname()[1]
+        services.cluster.advertise(self.port, self.http_port)
+        log.info("HTTP (admin, metrics) on %s:%d", config.bind, self.http_port)
+
+    async def stop(self) -> None:
+        if self._binary is not None:
+            await self._binary.close()
+        if self._http_runner is not None:
+            await self._http_runner.cleanup()
+        if self.core is not None:
+            await self.core.close()
+        if self.redis is not None:
+            await self.redis.aclose()
+        if self.embedded is not None:
+            await self.embedded.stop()
+        log.info("gateway stopped")
+
+    async def __aenter__(self) -> Gateway:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,59 @@
+"""The ``pulsar-gateway`` command (also ``python -m pulsar_gateway``).
+
+Configuration comes from flags, then environment variables, then defaults
+(:mod:`.config`); the gateway runs until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from pulsar_gateway.server.config import GatewayConfig, parse_config
+from pulsar_gateway.server.gateway import Gateway
+
+__all__ = ["main", "serve"]
+
+log = logging.getLogger("pulsar_gateway")
+
+
+async def serve(config: GatewayConfig) -> None:
+    """Run a gateway until SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    gateway = Gateway(config)
+    try:
+        await gateway.start()
+        log.info(
+            "ready: pulsar://%s:%d, http://%s:%d",
+            config.advertised_host,
+            gateway.port,
+            config.advertised_host,
+            gateway.http_port,
+        )
+        await stop.wait()
+        log.info("signal received: shutting down")
+    finally:
+        await gateway.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_config(argv)
+    logging.basicConfig(
+        level=config.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The composition root of the core: builds every service with the collaborators it uses,
+starts the background work and stops it again.
+
+This is the one place that knows every part (STYLE.md 16). Build order follows the layers:
+storage, policies and auth, topics and tenants, fleet meters, producing, consuming, fleet
+reports and metrics, admin. Nothing built here is handed a reference to this module or to
+the whole set of services; back-references are callbacks given at construction.
+
+Start-up: scripts loaded, notifications listening, standalone tenants created, policies
+listening, then the background loops (leases, heartbeat, rate reports, maintenance).
+Shutdown runs the other way: producers and consumers released (their unacked messages go
+back to their subscriptions at once), loops stopped, reports withdrawn, the fleet left, the
+lane drained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from pulsar_gateway.core import admin, consuming, fleet, policies, producing, storage, topics
+from pulsar_gateway.core.admin.compaction import EntryInspector
+from pulsar_gateway.core.errors import GatewayError
+from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
+from pulsar_gateway.core.policies.retention import Lifecycle
+from pulsar_gateway.core.services import Limits, Services
+from pulsar_gateway.server.config import GatewayConfig
+
+__all__ = ["Core", "build"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Core:
+    """The built core of one gateway: its services, and the parts only the composition
+    root starts and stops."""
+
+    gateway_id: str
+    lane: storage.Lane
+    notifier: storage.Notifier
+    services: Services
+    membership: fleet.Fleet
+    rates: fleet.RateReporter
+    maintenance: admin.TopicMaintenance
+    non_persistent: consuming.NonPersistentSubscriptions
+
+    async def start(self) -> None:
+        s = self.services
+        await self.lane.load_scripts()
+        await self.notifier.start()
+        await s.tenants.start()
+        s.policies.start()
+        s.producers.start()
+        s.subscriptions.start()
+        self.membership.start()
+        self.maintenance.start()
+        self.rates.start()
+        await self.membership.heartbeat()
+
+    async def close(self) -> None:
+        """Release every local producer and consumer, then stop background work."""
+        s = self.services
+        await s.producers.close_all()
+        await s.subscriptions.close()
+        await self.maintenance.stop()
+        await self.rates.stop()
+        await self.rates.withdraw()
+        with contextlib.suppress(GatewayError):
+            await self.membership.leave()
+        await s.compaction.close()
+        await self.lane.close()
+        await self.notifier.close()
+
+
+def build(config: GatewayConfig, redis: Redis, inspector: EntryInspector | None = None) -> Core:
+    """Build the core of a gateway on ``redis``.
+
+    Args:
+        config: the gateway's settings.
+        redis: the client the lane and the notifier connect with.
+        inspector: reads stored entries' wire format (compaction); None refuses compaction.
+
+    Raises:
+        ValueError: an authentication setting cannot be used (a key that does not load).
+    """
+    authentication = policies.AuthenticationService.from_settings(
+        enabled=config.authentication_enabled,
+        secret_key=config.token_secret_key,
+        public_key=config.token_public_key,
+        role_claim=config.token_auth_claim,
+    )
+    gateway_id = config.gateway_id or secrets.token_hex(4)
+    lease_ms = int(config.consumer_lease_seconds * 1000)
+    keys = storage.KeySchema(config.key_prefix)
+    lane = storage.Lane(redis)
+    notifier = storage.Notifier(redis)
+    metrics = fleet.GatewayMetrics(config.cluster_name)
+
+    # policies and auth
+    policy_store = policies.Policies(lane, notifier, keys)
+    authorization = policies.AuthorizationService(
+        lane,
+        keys,
+        # Authorization needs roles, so it is only on with authentication (as in Pulsar).
+        enabled=config.authentication_enabled and config.authorization_enabled,
+        superuser_roles=config.superuser_roles,
+    )
+    policy_store.on_change(authorization.drop_cache)
+
+    # topics and tenants
+    tenants = topics.Tenants(lane, keys, config.cluster_name)
+    topic_handles = topics.Topics(lane, keys, tenants.register_namespace)
+    partitioned = topics.PartitionedTopics(lane, keys, tenants.register_namespace)
+    schemas = topics.SchemaRegistry(lane, keys)
+    cluster = topics.Cluster(config.cluster_name, config.advertised_host)
+
+    # producing and consuming
+    meters = fleet.GatewayMeters()
+    default_delayed = DelayedDeliveryPolicy(
+        active=config.delayed_delivery_enabled,
+        max_delay_ms=config.delayed_delivery_max_delay_ms,
+    )
+    producer_service = producing.ProducerService(
+        lane=lane,
+        topics=topic_handles,
+        registry=producing.ProducerRegistry(lane, notifier, lease_ms),
+        schemas=schemas,
+        policies=policy_store,
+        default_delayed_delivery=default_delayed,
+        metrics=metrics,
+        meters=meters.topic,
+        cluster_name=config.cluster_name,
+        gateway_id=gateway_id,
+    )
+    non_persistent = consuming.NonPersistentSubscriptions(
+        lane, notifier, metrics, meters.topic, lease_ms
+    )
+    subscription_service = consuming.SubscriptionService(
+        lane=lane,
+        notifier=notifier,
+        topics=topic_handles,
+        non_persistent=non_persistent,
+        gateway_id=gateway_id,
+        lease_ms=lease_ms,
+        metrics=metrics,
+        meters=meters.topic,
+    )
+
+    # the fleet: membership, rate reports, stats, metrics
+    membership = fleet.Fleet(lane, keys.gateways, gateway_id, lease_ms)
+    rates = fleet.RateReporter(
+        lane,
+        keys,
+        gateway_id=gateway_id,
+        meters=meters,
+        producers=producer_service.producers,
+        consumers=subscription_service.consumers,
+        interval=config.stats_interval_seconds,
+    )
+    topic_stats = fleet.TopicStats(lane, topic_handles, partitioned, rates.interval)
+    topic_metrics = fleet.TopicMetrics(
+        membership, topic_stats, partitioned.all_topics, config.cluster_name
+    )
+    metrics.registry.register(topic_metrics)
+
+    # admin
+    maintenance = admin.TopicMaintenance(
+        lane,
+        keys,
+        policy_store,
+        all_topics=partitioned.all_topics,
+        defaults=Lifecycle(
+            config.default_message_ttl_seconds,
+            config.default_retention_minutes,
+            config.default_retention_mb,
+            explicit_retention=False,
+        ),
+        gateway_id=gateway_id,
+        interval=config.topic_maintenance_interval_seconds,
+        registry=metrics.registry,
+    )
+    services = Services(
+        producers=producer_service,
+        subscriptions=subscription_service,
+        topics=partitioned,
+        tenants=tenants,
+        namespaces=admin.NamespaceAdmin(tenants, partitioned),
+        cluster=cluster,
+        schemas=schemas,
+        policies=policy_store,
+        backlog_quotas=policies.BacklogQuotas(lane, keys),
+        subscription_admin=admin.SubscriptionAdmin(
+            lane, topic_handles, partitioned, subscription_service.detach_lost
+        ),
+        scheduled=admin.ScheduledMessages(lane, topic_handles),
+        compaction=admin.CompactionService(
+            lane, keys, gateway_id=gateway_id, inspector=inspector, registry=metrics.registry
+        ),
+        stats=topic_stats,
+        internal_stats=admin.InternalStats(lane, topic_handles, partitioned),
+        topic_metrics=topic_metrics,
+        metrics=metrics,
+        authentication=authentication,
+        authorization=authorization,
+        health=lane.ping,
+        limits=Limits(
+            max_message_size=config.max_message_size,
+            websocket_max_sessions=config.websocket_max_sessions,
+            authenticate_metrics_endpoint=config.authenticate_metrics_endpoint,
+            default_delayed_delivery=default_delayed,
+        ),
+    )
+    return Core(
+        gateway_id, lane, notifier, services, membership, rates, maintenance, non_persistent
+    )

@@ -1,0 +1,491 @@
+"""The producer and the producer registry against their narrow collaborators: a
+:class:`~tests.unit.fake_lane.FakeLane` in memory instead of Redis and a recording notifier.
+
+Objects are built as the composition root (``pulsar_gateway/server/wiring.py``) builds them:
+a :class:`Topic` from :class:`Topics` on a :class:`KeySchema`, the gateway's
+:class:`GatewayMetrics` and a topic's ``rate_in`` meter from :class:`GatewayMeters`. Scripts
+are answered with raw replies in the shapes their ``.lua`` headers document, so the typed
+calls' decoding runs too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pulsar_gateway.core.errors import ProducerBusy, ProducerFenced, ServiceNotReady, StorageError
+from pulsar_gateway.core.fleet.metrics import GatewayMetrics
+from pulsar_gateway.core.fleet.rates import GatewayMeters
+from pulsar_gateway.core.model.access_mode import ProducerAccessMode
+from pulsar_gateway.core.model.entry import BLOB, CHUNK, DELIVER_AT, KEY_HASH, NUM_MESSAGES
+from pulsar_gateway.core.model.key_shared import sticky_key_hash
+from pulsar_gateway.core.policies.delayed_delivery import (
+    DelayedDeliveryPolicy,
+    DeliveryDelayNotAllowed,
+)
+from pulsar_gateway.core.producing.producer import Producer, ProducerHandle
+from pulsar_gateway.core.producing.producer_registry import ProducerRegistry
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.topics.topic import Topic, Topics
+from tests.unit.fake_lane import FakeLane, replies
+
+TOPIC = "persistent://public/default/orders"
+PRODUCER = "orders-producer"
+LEASE_MS = 30_000
+
+Shared, Exclusive = ProducerAccessMode.SHARED, ProducerAccessMode.EXCLUSIVE
+WaitForExclusive = ProducerAccessMode.WAIT_FOR_EXCLUSIVE
+
+
+async def _register_namespace(namespace: str) -> None:
+    pass
+
+
+@dataclass
+class Gateway:
+    """The parts of one gateway a producer is built with (as wiring.py builds them)."""
+
+    lane: FakeLane = field(default_factory=FakeLane)
+    metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
+    meters: GatewayMeters = field(default_factory=GatewayMeters)
+
+    @property
+    def topic(self) -> Topic:
+        return Topics(self.lane, KeySchema(), _register_namespace).get(TOPIC)  # type: ignore[arg-type]
+
+    def producer(
+        self,
+        *,
+        uid: str = "gw-p0",
+        access_mode: ProducerAccessMode = Shared,
+        epoch: int = 0,
+        deduplication: bool = False,
+    ) -> Producer:
+        topic = self.topic
+        producer = Producer(
+            topic,
+            PRODUCER,
+            self.lane,  # type: ignore[arg-type]
+            self.metrics,
+            topic_meter=self.meters.topic(topic.full_name).rate_in,
+            uid=uid,
+            access_mode=access_mode,
+            epoch=epoch,
+        )
+        producer.deduplication = deduplication
+        return producer
+
+
+@pytest.fixture
+def gateway() -> Gateway:
+    return Gateway()
+
+
+# -- Producer.publish --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("num_messages", "options", "fields"),
+    [
+        pytest.param(1, {}, [], id="single-message"),
+        pytest.param(5, {}, [NUM_MESSAGES, 5], id="batch"),
+        pytest.param(
+            1, {"sticky_key": b"user-7"}, [KEY_HASH, sticky_key_hash(b"user-7")], id="sticky-key"
+        ),
+        pytest.param(1, {"chunk": "0:uuid-1"}, [CHUNK, "0:uuid-1"], id="chunk"),
+        pytest.param(
+            1, {"publish_time": 1000, "deliver_at": 5000}, [DELIVER_AT, 5000], id="deliver-at"
+        ),
+    ],
+)
+async def test_publish_appends_the_stored_entry_fields(
+    gateway: Gateway, num_messages: int, options: dict[str, Any], fields: list[Any]
+) -> None:
+    producer = gateway.producer()
+
+    stream_id = await producer.publish(b"blob", num_messages, **options)
+
+    assert stream_id == b"1000-0"
+    (xadd,) = gateway.lane.named("XADD")
+    assert xadd.args == (gateway.topic.keys.stream, "*", BLOB, b"blob", *fields)
+
+
+async def test_publish_notifies_the_topic_once_per_tick_and_counts(gateway: Gateway) -> None:
+    producer = gateway.producer()
+    channel = gateway.topic.keys.notify_channel
+
+    appends = [
+        producer.publish(b"abc", 1),
+        producer.publish(b"0123456789", 5),
+        producer.publish(b"wxyz", 1),
+    ]
+    assert gateway.lane.notified == [channel] * 3  # asked per append...
+    await gateway.lane.drain()
+    assert gateway.lane.published == [channel]  # ...published once for the tick
+
+    assert [fut.result() for fut in appends] == [b"1000-0", b"1000-1", b"1000-2"]
+    assert (gateway.metrics.in_messages, gateway.metrics.in_bytes) == (7, 17)
+    assert (producer.meter.messages, producer.meter.bytes) == (7, 17)
+    topic_meter = gateway.meters.topic(TOPIC).rate_in
+    assert (topic_meter.messages, topic_meter.bytes) == (7, 17)
+
+    await producer.publish(b"next", 1)
+    await gateway.lane.drain()
+    assert gateway.lane.published == [channel, channel]
+
+
+def _plain(producer: Producer) -> Any:
+    return producer.publish(b"late", 1, publish_time=1000, deliver_at=60_000)
+
+
+def _checked(producer: Producer) -> Any:
+    return producer.publish_checked(b"late", 1, 7, 7, publish_time=1000, deliver_at=60_000)
+
+
+@pytest.mark.parametrize("append", [_plain, _checked], ids=["publish", "publish_checked"])
+async def test_delay_refused_by_policy_stores_nothing_and_is_counted(
+    gateway: Gateway, append: Callable[[Producer], Any]
+) -> None:
+    producer = gateway.producer()
+    producer.delayed_delivery = DelayedDeliveryPolicy(max_delay_ms=10_000)
+    name = gateway.topic.name
+
+    with pytest.raises(DeliveryDelayNotAllowed, match="10000 milliseconds"):
+        append(producer)
+
+    assert gateway.lane.calls == []
+    assert gateway.metrics.delayed_rejected[name.namespace, str(name)] == 1
+    assert gateway.metrics.in_messages == 0
+    assert producer.meter.messages == 0
+
+
+async def test_fixed_delay_policy_overrides_the_requested_time(gateway: Gateway) -> None:
+    producer = gateway.producer()
+    producer.delayed_delivery = DelayedDeliveryPolicy(fixed_delay_ms=500)
+    name = gateway.topic.name
+    overridden = gateway.metrics.fixed_delay_overridden
+
+    await producer.publish(b"asked", 1, publish_time=1000, deliver_at=90_000)
+    assert overridden[name.namespace, str(name)] == 1
+    await producer.publish(b"not-asked", 1, publish_time=2000)
+    assert overridden[name.namespace, str(name)] == 1  # nothing was asked, nothing overridden
+
+    stored = [call.args[-2:] for call in gateway.lane.named("XADD")]
+    assert stored == [(DELIVER_AT, 1500), (DELIVER_AT, 2500)]
+
+
+# -- Producer.publish_checked and publish_message ----------------------------------------------
+
+
+async def test_publish_checked_sends_the_name_only_with_deduplication(gateway: Gateway) -> None:
+    producer = gateway.producer(deduplication=True)
+    producer.topic_epoch = 4  # a Shared producer's epoch is not checked
+    gateway.lane.on_script("publish_checked", lambda keys, args: b"1000-7")
+    keys = gateway.topic.keys
+
+    stream_id = await producer.publish_checked(b"batch", 3, 10, 12, sticky_key=b"k")
+
+    assert stream_id == b"1000-7"
+    (call,) = gateway.lane.named("publish_checked")
+    assert call.keys == (keys.stream, keys.last_sequence_ids, keys.topic_epoch)
+    assert call.args == (b"batch", 3, "", PRODUCER, 10, 12, sticky_key_hash(b"k"), "", "")
+    assert gateway.lane.notified == [keys.notify_channel]
+    assert gateway.metrics.in_messages == 3
+
+
+async def test_publish_checked_sends_the_topic_epoch_only_for_exclusive_producers(
+    gateway: Gateway,
+) -> None:
+    producer = gateway.producer(access_mode=Exclusive)
+    producer.topic_epoch = 4
+    gateway.lane.on_script("publish_checked", lambda keys, args: b"1000-8")
+
+    await producer.publish_checked(b"chunk", 1, 10, None, chunk="1:uuid-1", publish_time=5)
+
+    (call,) = gateway.lane.named("publish_checked")
+    assert call.args == (b"chunk", "", 4, "", 10, "", "", "1:uuid-1", "")
+
+
+@pytest.mark.parametrize(("raw", "result"), [(None, None), (0, 0)], ids=["duplicate", "fenced"])
+async def test_publish_checked_resolves_duplicates_and_fencing(
+    gateway: Gateway, raw: Any, result: Any
+) -> None:
+    producer = gateway.producer(access_mode=Exclusive, deduplication=True)
+    gateway.lane.on_script("publish_checked", lambda keys, args: raw)
+
+    assert await producer.publish_checked(b"again", 1, 10, 10) == result
+
+
+@pytest.mark.parametrize(
+    ("access_mode", "deduplication", "script", "args"),
+    [
+        (Shared, False, None, None),
+        (Shared, True, "publish_checked", (b"msg", "", "", PRODUCER, 42, 42, "", "", "")),
+        (Exclusive, False, "publish_checked", (b"msg", "", 3, "", 42, "", "", "", "")),
+    ],
+    ids=["plain", "deduplicated", "exclusive"],
+)
+async def test_publish_message_chooses_the_checked_append_when_needed(
+    gateway: Gateway,
+    access_mode: ProducerAccessMode,
+    deduplication: bool,
+    script: str | None,
+    args: tuple[Any, ...] | None,
+) -> None:
+    producer = gateway.producer(access_mode=access_mode, deduplication=deduplication)
+    producer.topic_epoch = 3
+    gateway.lane.on_script("publish_checked", lambda keys, args: b"1000-5")
+
+    stream_id = await producer.publish_message(b"msg", 42)
+
+    if script is None:
+        assert stream_id == b"1000-0"
+        assert [c.name for c in gateway.lane.calls if c.kind != "notify"] == ["XADD"]
+    else:
+        assert stream_id == b"1000-5"
+        assert [(c.name, c.args) for c in gateway.lane.calls if c.kind != "notify"] == [
+            (script, args)
+        ]
+
+
+async def test_after_appends_calls_back_once_earlier_appends_are_answered(
+    gateway: Gateway,
+) -> None:
+    producer = gateway.producer()
+    events: list[str] = []
+    producer.after_appends(lambda: events.append("nothing appended yet"))
+    assert events == ["nothing appended yet"]  # at once
+
+    first = producer.publish(b"one", 1)
+    second = producer.publish(b"two", 1)
+    first.add_done_callback(lambda _: events.append("receipt 1"))
+    second.add_done_callback(lambda _: events.append("receipt 2"))
+    producer.after_appends(lambda: events.append("refusal 3"))
+    assert events == ["nothing appended yet"]
+
+    await gateway.lane.drain()
+    assert events == ["nothing appended yet", "receipt 1", "receipt 2", "refusal 3"]
+
+
+# -- ProducerRegistry --------------------------------------------------------------------------
+
+
+@dataclass
+class RecordingNotifier:
+    """The two Notifier calls the registry makes, recorded."""
+
+    callbacks: dict[str, Callable[[], None]] = field(default_factory=dict)
+    unsubscribed: list[str] = field(default_factory=list)
+
+    def subscribe(self, channel: str, callback: Callable[[], None]) -> None:
+        self.callbacks[channel] = callback
+
+    def unsubscribe(self, channel: str) -> None:
+        self.callbacks.pop(channel, None)
+        self.unsubscribed.append(channel)
+
+
+OK, BUSY, FENCED, QUEUED = 0, 3, 4, 5
+
+
+def add_reply(
+    status: int, message: bytes | None = None, topic_epoch: int = -1, last_sequence_id: int = -1
+) -> list[Any]:
+    """``{code, message, topic_epoch, last_sequence_id, others_removed}`` (none removed)."""
+    if message is None:
+        message = b"Waiting for exclusive access" if status == QUEUED else b"OK"
+    return [status, message, topic_epoch, last_sequence_id, 0]
+
+
+def registry_on(gateway: Gateway) -> tuple[ProducerRegistry, RecordingNotifier]:
+    notifier = RecordingNotifier()
+    return ProducerRegistry(gateway.lane, notifier, LEASE_MS), notifier  # type: ignore[arg-type]
+
+
+async def test_add_registers_the_producer_with_the_fleet(gateway: Gateway) -> None:
+    registry, notifier = registry_on(gateway)
+    gateway.lane.on_script("add_producer", lambda keys, args: add_reply(OK, b"OK", 7, 41))
+    producer = gateway.producer(access_mode=Exclusive, epoch=2, deduplication=True)
+    keys = gateway.topic.keys
+
+    await registry.add(producer)
+
+    (call,) = gateway.lane.named("add_producer")
+    assert call.keys == (
+        keys.producers,
+        keys.producer_owners,
+        keys.producer_waiters,
+        keys.topic_epoch,
+        keys.last_sequence_ids,
+    )
+    assert call.args == (PRODUCER, "gw-p0", int(Exclusive), 2, 1, "", LEASE_MS, 1, 0)
+    assert (producer.topic_epoch, producer.last_sequence_id) == (7, 41)
+    assert producer.ready.done() and not producer.waiting
+    assert registry.producers() == [producer]
+    assert list(notifier.callbacks) == [keys.producer_channel]
+    assert gateway.lane.notified == []  # nobody else was fenced
+
+
+async def test_add_that_fences_others_tells_their_gateways(gateway: Gateway) -> None:
+    registry, _ = registry_on(gateway)
+    gateway.lane.on_script("add_producer", lambda keys, args: [0, b"OK", -1, -1, 2])
+    producer = gateway.producer()
+    producer.topic_epoch = 3  # echoed by the client
+
+    await registry.add(producer)
+
+    assert gateway.lane.named("add_producer")[0].args[5] == 3
+    assert producer.topic_epoch is None  # the topic never had an exclusive producer
+    assert gateway.lane.notified == [gateway.topic.keys.producer_channel]
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "message"),
+    [
+        (BUSY, ProducerBusy, b"Producer with name 'orders-producer' is already connected to topic"),
+        (FENCED, ProducerFenced, b"Topic has an existing exclusive producer: billing-producer"),
+    ],
+    ids=["busy", "fenced"],
+)
+async def test_add_refused_raises_and_forgets_the_topic(
+    gateway: Gateway, status: int, error: type[Exception], message: bytes
+) -> None:
+    registry, notifier = registry_on(gateway)
+    gateway.lane.on_script("add_producer", lambda keys, args: add_reply(status, message))
+    producer = gateway.producer()
+
+    with pytest.raises(error) as refused:
+        await registry.add(producer)
+
+    assert str(refused.value) == message.decode()
+    assert registry.producers() == []
+    assert not producer.ready.done()
+    assert notifier.callbacks == {}
+    assert notifier.unsubscribed == [gateway.topic.keys.producer_channel]
+
+
+async def test_add_that_fails_in_redis_forgets_the_topic(gateway: Gateway) -> None:
+    registry, notifier = registry_on(gateway)
+    gateway.lane.fail_next("add_producer", StorageError("Redis connection lost"))
+    producer = gateway.producer()
+
+    with pytest.raises(StorageError):
+        await registry.add(producer)
+
+    assert registry.producers() == []
+    assert notifier.callbacks == {}
+    assert notifier.unsubscribed == [gateway.topic.keys.producer_channel]
+
+
+async def test_wait_for_exclusive_producer_queues_until_a_renewal_retry_succeeds(
+    gateway: Gateway,
+) -> None:
+    registry, _ = registry_on(gateway)
+    gateway.lane.on_script(
+        "add_producer", replies(add_reply(QUEUED), add_reply(QUEUED), add_reply(OK, b"OK", 1))
+    )
+    gateway.lane.on_script("renew_producer_leases", lambda keys, args: [])
+    producer = gateway.producer(access_mode=WaitForExclusive)
+
+    await registry.add(producer)
+    assert producer.waiting and not producer.ready.done()
+    assert registry.producers() == []
+
+    await registry.renew()  # the topic is still taken
+    assert producer.waiting and not producer.ready.done()
+
+    await registry.renew()
+    assert producer.ready.done() and producer.ready.result() is None
+    assert not producer.waiting
+    assert producer.topic_epoch == 1
+    assert registry.producers() == [producer]
+    renewal = gateway.lane.named("renew_producer_leases")[0]
+    assert renewal.args == (LEASE_MS, 0, "gw-p0")  # no registered producer, one waiter
+    assert [call.args[-1] for call in gateway.lane.named("add_producer")] == [0, 1, 1]
+
+
+async def test_hint_on_the_producer_channel_retries_waiters(gateway: Gateway) -> None:
+    registry, notifier = registry_on(gateway)
+    gateway.lane.on_script("add_producer", replies(add_reply(QUEUED), add_reply(OK)))
+    gateway.lane.on_script("renew_producer_leases", lambda keys, args: [])
+    producer = gateway.producer(access_mode=WaitForExclusive)
+    await registry.add(producer)
+
+    notifier.callbacks[gateway.topic.keys.producer_channel]()  # the holder left
+    await gateway.lane.drain()
+
+    assert producer.ready.done() and not producer.waiting
+    assert registry.producers() == [producer]
+
+
+async def test_renewal_reporting_a_uid_lost_closes_that_producer(gateway: Gateway) -> None:
+    registry, notifier = registry_on(gateway)
+    gateway.lane.on_script("add_producer", lambda keys, args: add_reply(OK))
+    gateway.lane.on_script("renew_producer_leases", lambda keys, args: [b"gw-p0"])
+    lost: list[ProducerHandle] = []
+    producer = gateway.producer()
+    producer.on_lost = lost.append
+    await registry.add(producer)
+
+    await registry.renew()
+
+    renewal = gateway.lane.named("renew_producer_leases")[0]
+    assert renewal.args == (LEASE_MS, 1, PRODUCER, "gw-p0")
+    assert lost == [producer]
+    assert producer.closed
+    assert registry.producers() == []
+    assert notifier.unsubscribed == [gateway.topic.keys.producer_channel]
+
+
+async def test_renewal_reporting_a_waiter_lost_fails_its_ready(gateway: Gateway) -> None:
+    registry, _ = registry_on(gateway)
+    gateway.lane.on_script("add_producer", lambda keys, args: add_reply(QUEUED))
+    gateway.lane.on_script("renew_producer_leases", lambda keys, args: [b"gw-p0"])
+    producer = gateway.producer(access_mode=WaitForExclusive)
+    await registry.add(producer)
+
+    await registry.renew()
+
+    with pytest.raises(ProducerFenced, match="while waiting"):
+        producer.ready.result()
+    assert producer.closed
+    assert len(gateway.lane.named("add_producer")) == 1  # no retry for a fenced waiter
+
+
+@pytest.mark.parametrize(("waiters_exist", "notified"), [(1, 1), (0, 0)])
+async def test_remove_releases_and_wakes_waiters_when_told(
+    gateway: Gateway, waiters_exist: int, notified: int
+) -> None:
+    registry, notifier = registry_on(gateway)
+    gateway.lane.on_script("add_producer", lambda keys, args: add_reply(OK))
+    gateway.lane.on_script("release_producer", lambda keys, args: waiters_exist)
+    producer = gateway.producer()
+    await registry.add(producer)
+    keys = gateway.topic.keys
+
+    await registry.remove(producer)
+
+    (call,) = gateway.lane.named("release_producer")
+    assert call.keys == (keys.producers, keys.producer_owners, keys.producer_waiters)
+    assert call.args == (PRODUCER, "gw-p0")
+    assert producer.closed
+    assert registry.producers() == []
+    assert notifier.unsubscribed == [keys.producer_channel]
+    assert gateway.lane.notified == [keys.producer_channel] * notified
+
+
+async def test_remove_of_a_waiting_producer_fails_its_ready(gateway: Gateway) -> None:
+    registry, _ = registry_on(gateway)
+    gateway.lane.on_script("add_producer", lambda keys, args: add_reply(QUEUED))
+    gateway.lane.on_script("release_producer", lambda keys, args: 0)
+    producer = gateway.producer(access_mode=WaitForExclusive)
+    await registry.add(producer)
+
+    await registry.remove(producer)
+
+    with pytest.raises(ServiceNotReady):
+        producer.ready.result()
+    assert gateway.lane.named("release_producer")[0].args == (PRODUCER, "gw-p0")
