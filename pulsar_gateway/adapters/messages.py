@@ -146,7 +146,7 @@ def unpack_entry(
     """The messages of one stored entry, in batch order.
 
     Messages a compaction dropped (``compacted_out``) and, when ``ack_set`` is given (a partly
-    acknowledged batch, :class:`pulsar_gateway.core.consuming.consumer.Delivery`), messages already
+    acknowledged batch, :class:`pulsar_gateway.core.model.entry.Delivery`), messages already
     acknowledged are left out. An encrypted entry is one message with its payload as stored: the
     gateway holds no keys.
 

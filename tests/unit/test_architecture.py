@@ -25,7 +25,7 @@ PACKAGE = ROOT / "pulsar_gateway"
 
 #: The core's layers, bottom first; a module may import its own layer and those below.
 CORE_LAYERS = (
-    ("errors", "periodic"),
+    ("errors", "futures", "periodic"),
     ("model",),
     ("storage",),
     ("policies",),

@@ -15,7 +15,7 @@ view survives retention trimming the topic below the horizon.
   partly superseded is rewritten as Pulsar's ``RawBatchConverter`` does: same entry id, same batch
   size, superseded messages marked ``compacted_out`` with an empty payload; the entry also carries
   the ``ack_set`` that makes the official client skip them (``a`` field, see
-  :mod:`pulsar_gateway.core.storage.keys`). An entry the inspector cannot read (encrypted, corrupt)
+  :mod:`pulsar_gateway.core.model.entry`). An entry the inspector cannot read (encrypted, corrupt)
   is kept whole, as Pulsar does.
 * The new view replaces the old one in one script (``RENAME``), with the new horizon, so a
   reader never sees half a view.

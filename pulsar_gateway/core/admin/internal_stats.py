@@ -42,10 +42,12 @@ Pulsar field                           here
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pulsar_gateway.core.errors import NotAllowed, TopicNotFound
 from pulsar_gateway.core.model.date_formatter import format_time
+from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import stats, text
@@ -58,13 +60,13 @@ __all__ = ["InternalStats"]
 
 def _position(sid: Any) -> str:
     """``ms-seq`` -> Pulsar's ``ledgerId:entryId``."""
-    ms, _, seq = text(sid).partition("-")
-    return f"{ms}:{seq or 0}"
+    ms, seq = _split(sid)
+    return f"{ms}:{seq}"
 
 
 def _split(sid: Any) -> tuple[int, int]:
-    ms, _, seq = text(sid).partition("-")
-    return int(ms), int(seq or 0)
+    message_id = MessageId.from_stream_id(sid)
+    return message_id.ledger_id, message_id.entry_id
 
 
 def _before(sid: Any) -> str:
@@ -193,14 +195,16 @@ class InternalStats:
         count = await self._partitioned.partitions(topic)
         if count <= 0:
             raise TopicNotFound(f"Partitioned Topic {topic} not found")
-        partitions = {}
-        for i in range(count):
-            name = topic.partition(i)
-            try:
-                partitions[str(name)] = await self.topic(name)
-            except TopicNotFound:
-                continue  # a partition nothing was written to nor subscribed yet
+        names = [topic.partition(i) for i in range(count)]
+        read = await asyncio.gather(*(self._found(name) for name in names))
+        partitions = {str(n): got for n, got in zip(names, read, strict=True) if got is not None}
         return {"metadata": {"partitions": count}, "partitions": partitions}
+
+    async def _found(self, partition: TopicName) -> dict[str, Any] | None:
+        try:
+            return await self.topic(partition)
+        except TopicNotFound:
+            return None  # a partition nothing was written to nor subscribed yet
 
 
 def _non_persistent(subscriptions: list[str]) -> dict[str, Any]:

@@ -35,7 +35,18 @@ __all__ = [
     "ConsumerSink",
     "ConsumerSubscription",
     "LastMessageId",
+    "count_out",
 ]
+
+
+def count_out(
+    metrics: GatewayMetrics, meter: Meter, subscription_meter: Meter, messages: int, size: int
+) -> None:
+    """Count messages sent to a consumer: the gateway's counter, the consumer's and its
+    subscription's meters (Pulsar ``msgRateOut``/``msgThroughputOut``)."""
+    metrics.out_messages += messages
+    meter.add(messages, size)
+    subscription_meter.add(messages, size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,13 +198,6 @@ class Consumer:
         self.subscription_meter = subscription.meter
         self.client = ClientInfo()
 
-    def count_out(self, deliveries: list[Delivery], messages: int) -> None:
-        """Count ``deliveries`` (``messages`` messages) as sent to this consumer."""
-        size = sum(len(d.blob) for d in deliveries)
-        self._metrics.out_messages += messages
-        self.meter.add(messages, size)
-        self.subscription_meter.add(messages, size)
-
     # -- flow control and delivery ---------------------------------------------------
 
     def flow(self, permits: int) -> None:
@@ -209,7 +213,8 @@ class Consumer:
             for d in deliveries:
                 d.redelivery_count = 0
         self.permits -= messages
-        self.count_out(deliveries, messages)
+        size = sum(len(d.blob) for d in deliveries)
+        count_out(self._metrics, self.meter, self.subscription_meter, messages, size)
         if not self.batch_acks and any(d.ack_set for d in deliveries):
             self.batch_acks = True
         self.sink.deliver(self, deliveries)
@@ -255,7 +260,7 @@ class Consumer:
             NotAllowed: on Shared and Key_Shared subscriptions, where "everything before"
                 has no meaning (Pulsar ``Consumer.messageAcked``).
         """
-        if self.subscription_type.counts_redeliveries:
+        if self.subscription_type.individual_ack_mode:
             raise NotAllowed(
                 f"Cumulative ack is not supported for {self.subscription_type.pulsar_name}"
                 " subscription"

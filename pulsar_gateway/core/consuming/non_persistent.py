@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter as MetricCounter
 
-from pulsar_gateway.core.consuming.consumer import ConsumerSink, LastMessageId
+from pulsar_gateway.core.consuming.consumer import ConsumerSink, LastMessageId, count_out
 from pulsar_gateway.core.errors import GatewayError, NotAllowed
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter, TopicMeters
+from pulsar_gateway.core.futures import resolved
 from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.periodic import Periodic
@@ -59,12 +60,6 @@ log = logging.getLogger(__name__)
 
 #: How often a gateway renews its consumers and re-reads every subscription's registry.
 REFRESH_SECONDS = 1.0
-
-
-def _done(value: int) -> asyncio.Future[int]:
-    fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    fut.set_result(value)
-    return fut
 
 
 @dataclass(eq=False)
@@ -124,16 +119,16 @@ class NonPersistentConsumer:
         self.permits += permits
 
     def ack(self, stream_ids: Sequence[bytes]) -> asyncio.Future[int]:
-        return _done(0)
+        return resolved(0)
 
     def ack_cumulative(self, upto: bytes) -> asyncio.Future[int]:
-        return _done(0)
+        return resolved(0)
 
     def ack_batch_indexes(self, acks: Sequence[tuple[bytes, Sequence[int]]]) -> asyncio.Future[int]:
-        return _done(0)
+        return resolved(0)
 
     def redeliver(self, stream_ids: Sequence[bytes] | None) -> asyncio.Future[int]:
-        return _done(0)
+        return resolved(0)
 
     async def seek(self, group_position: bytes) -> None:
         # Nothing is stored to seek in (Pulsar NonPersistentSubscription.resetCursor).
@@ -151,10 +146,13 @@ class NonPersistentConsumer:
 
     def deliver(self, delivery: Delivery) -> None:
         self.permits -= delivery.num_messages
-        self._manager.metrics.out_messages += delivery.num_messages
-        size = len(delivery.blob)
-        self.meter.add(delivery.num_messages, size)
-        self.subscription_meter.add(delivery.num_messages, size)
+        count_out(
+            self._manager.metrics,
+            self.meter,
+            self.subscription_meter,
+            delivery.num_messages,
+            len(delivery.blob),
+        )
         self.sink.deliver(self, [delivery])
 
     def lost(self) -> None:

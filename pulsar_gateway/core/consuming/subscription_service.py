@@ -103,10 +103,7 @@ class SubscriptionService:
             StorageError: Redis failed.
         """
         topic = self._topics.get(name)
-        if read_compacted and sub_type not in (
-            SubscriptionType.EXCLUSIVE,
-            SubscriptionType.FAILOVER,
-        ):
+        if read_compacted and sub_type.individual_ack_mode:
             # PersistentTopic.subscribe refuses it the same way
             raise NotAllowed("readCompacted only allowed on failover or exclusive subscriptions")
         await topic.register()
@@ -182,9 +179,9 @@ class SubscriptionService:
     # -- leases --------------------------------------------------------------------------
 
     async def renew_leases(self) -> None:
-        """Renew every local consumer's lease; close those whose lease is already gone
-        (reaped by another gateway, or detached by an admin delete, reset or seek), and
-        re-read the non-persistent registries."""
+        """Renew every local persistent consumer's lease; close those whose lease is
+        already gone (reaped by another gateway, or detached by an admin delete, reset or
+        seek). Non-persistent consumers renew on their own period."""
         subs = [s for s in self._subscriptions.values() if s.consumers]
         calls = [
             subscriptions.renew_leases(

@@ -15,12 +15,14 @@ backlog; counters are the sum over live gateways since they started.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from typing import Any
 
 from pulsar_gateway.core.errors import TopicNotFound
 from pulsar_gateway.core.fleet.rates import REPORT_INTERVAL, fresh_reports
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import stats
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
@@ -192,12 +194,12 @@ class TopicStats:
         """Pulsar ``PartitionedTopicStats``: the partitions' stats summed (rates, counters,
         backlogs; publishers and consumers listed), with ``metadata.partitions`` and, when
         ``per_partition``, each partition's own stats under ``partitions``."""
-        parts = {}
-        for i in range(partitions):
-            name = f"{topic}-partition-{i}"
-            data = await self.read(name)
-            if data is not None:
-                parts[name] = self.of(data)
+        names = [f"{topic}{PARTITION_SUFFIX}{i}" for i in range(partitions)]
+        # every partition's reads share the lane's pipelines
+        read = await asyncio.gather(*(self.read(name) for name in names))
+        parts = {
+            name: self.of(data) for name, data in zip(names, read, strict=True) if data is not None
+        }
         total: dict[str, Any] = {"publishers": [], "subscriptions": {}}
         for part in parts.values():
             _add(total, part)

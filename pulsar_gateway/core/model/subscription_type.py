@@ -30,10 +30,17 @@ class SubscriptionType(enum.IntEnum):
         return "Key_Shared" if self is SubscriptionType.KEY_SHARED else self.name.title()
 
     @property
+    def individual_ack_mode(self) -> bool:
+        """Shared and Key_Shared spread messages over consumers, so a consumer has no
+        "everything before" (Pulsar ``PersistentSubscription.isIndividualAckMode``): no
+        cumulative ack, no read_compacted."""
+        return self in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED)
+
+    @property
     def counts_redeliveries(self) -> bool:
         """Whether Pulsar counts redeliveries (only Shared and Key_Shared: the others use
         ``RedeliveryTrackerDisabled``); the client's dead-letter logic depends on it."""
-        return self in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED)
+        return self.individual_ack_mode
 
 
 class InitialPosition(enum.IntEnum):

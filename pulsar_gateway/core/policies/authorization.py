@@ -175,15 +175,7 @@ class AuthorizationService:
         """The namespace's grants, read fresh: role -> actions as stored (grants store
         them sorted); Pulsar's ``auth_policies.namespace_auth``."""
         raw = await self._lane.call("HGETALL", self._keys.namespace_permissions(namespace))
-        out: dict[str, list[str]] = {}
-        for i in range(0, len(raw) - 1, 2):
-            try:
-                actions = json.loads(raw[i + 1])
-            except ValueError:
-                continue  # not JSON: nothing to show, nothing granted
-            listed = actions if isinstance(actions, list) else []
-            out[text(raw[i])] = [a for a in listed if isinstance(a, str)]
-        return dict(sorted(out.items()))
+        return dict(sorted(_grants(raw).items()))
 
     async def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
         """Set ``role``'s actions on ``namespace``, replacing earlier ones (Pulsar puts the
@@ -216,14 +208,20 @@ def _admin_roles(raw: bytes | str | None) -> frozenset[str]:
     return frozenset(r for r in roles if isinstance(r, str))
 
 
-def _permissions(raw: list[bytes | str]) -> dict[str, frozenset[str]]:
-    """A permissions hash (``HGETALL`` reply) as role -> actions; bad values grant nothing."""
-    out: dict[str, frozenset[str]] = {}
+def _grants(raw: list[bytes | str]) -> dict[str, list[str]]:
+    """A permissions hash (``HGETALL`` reply) as role -> actions in stored order; a value
+    that is not JSON is left out, one that is not a list of actions grants nothing."""
+    out: dict[str, list[str]] = {}
     for i in range(0, len(raw) - 1, 2):
         try:
             actions = json.loads(raw[i + 1])
         except ValueError:
             continue
-        if isinstance(actions, list):
-            out[text(raw[i])] = frozenset(a for a in actions if isinstance(a, str))
+        listed = actions if isinstance(actions, list) else []
+        out[text(raw[i])] = [a for a in listed if isinstance(a, str)]
     return out
+
+
+def _permissions(raw: list[bytes | str]) -> dict[str, frozenset[str]]:
+    """A permissions hash as role -> actions, for the checks."""
+    return {role: frozenset(actions) for role, actions in _grants(raw).items()}

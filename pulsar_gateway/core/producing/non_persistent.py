@@ -22,7 +22,8 @@ from typing import Final, cast
 
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
-from pulsar_gateway.core.producing.producer import ProducerHandle
+from pulsar_gateway.core.futures import resolved
+from pulsar_gateway.core.producing.producer import ProducerHandle, count_in
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.topics.topic import Topic
 
@@ -52,12 +53,6 @@ class NonPersistentIds:
     def next_id(self) -> tuple[int, int]:
         counter = next(self._counter) & ((1 << 40) - 1)
         return int(time.time() * 1000), self._gateway_bits | counter
-
-
-def _done(value: bytes) -> asyncio.Future[bytes]:
-    fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-    fut.set_result(value)
-    return fut
 
 
 class NonPersistentProducer:
@@ -119,12 +114,8 @@ class NonPersistentProducer:
         self._lane.call(
             "PUBLISH", self._channel, channel_message(ledger, entry, num_messages, blob)
         )
-        size = len(blob)
-        self._metrics.in_messages += num_messages
-        self._metrics.in_bytes += size
-        self.meter.add(num_messages, size)
-        self.topic_meter.add(num_messages, size)
-        return _done(b"%d-%d" % (ledger, entry))
+        count_in(self._metrics, self.meter, self.topic_meter, num_messages, len(blob))
+        return resolved(b"%d-%d" % (ledger, entry))
 
     def publish_checked(
         self,

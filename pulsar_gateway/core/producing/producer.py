@@ -40,9 +40,20 @@ from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import publish
 from pulsar_gateway.core.topics.topic import Topic
 
-__all__ = ["Producer", "ProducerHandle", "generate_producer_name"]
+__all__ = ["Producer", "ProducerHandle", "count_in", "generate_producer_name"]
 
 _names = itertools.count()
+
+
+def count_in(
+    metrics: GatewayMetrics, meter: Meter, topic_meter: Meter, num_messages: int, size: int
+) -> None:
+    """Count an entry a producer sent: the gateway's counters, the producer's and its
+    topic's meters (Pulsar ``msgRateIn``/``msgThroughputIn``)."""
+    metrics.in_messages += num_messages
+    metrics.in_bytes += size
+    meter.add(num_messages, size)
+    topic_meter.add(num_messages, size)
 
 
 def generate_producer_name(cluster: str, gateway_id: str) -> str:
@@ -187,14 +198,7 @@ class Producer:
         context's completion): no per-append callback on the hot path, at the price of
         counting a fenced or failed append too."""
         self._lane.notify(self.topic.keys.notify_channel)
-        self._count_in(blob, num_messages)
-
-    def _count_in(self, blob: bytes, num_messages: int) -> None:
-        size = len(blob)
-        self._metrics.in_messages += num_messages
-        self._metrics.in_bytes += size
-        self.meter.add(num_messages, size)
-        self.topic_meter.add(num_messages, size)
+        count_in(self._metrics, self.meter, self.topic_meter, num_messages, len(blob))
 
     def _deliver_at(self, publish_time: int, requested: int | None) -> int | None:
         """The entry's stored deliver-at time under the topic's policy, counted in the

@@ -88,7 +88,8 @@ class ProducerRegistry:
         entry.adding += 1
         try:
             reply = await self._try_add(entry, producer, retry=False)
-        except Exception:
+            reply.raise_for_status()
+        except Exception:  # refused, or Redis failed: forget the topic unless others use it
             entry.adding -= 1
             self._drop_if_empty(entry)
             raise
@@ -97,11 +98,6 @@ class ProducerRegistry:
             producer.waiting = True
             entry.waiters.append(producer)
             return
-        try:
-            reply.raise_for_status()
-        except GatewayError:
-            self._drop_if_empty(entry)
-            raise
         entry.producers[producer.uid] = producer
         producer.ready.set_result(None)
 

@@ -26,7 +26,7 @@ these names from Python (:mod:`pulsar_gateway.core.storage.scripts`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from pulsar_gateway.core.model.topic_name import TopicName
@@ -375,10 +375,11 @@ class TopicKeys:
 
     prefix: str
     topic: str
+    #: ``<prefix>:{<tag>}``, escaped once: producers spell the notify channel per append
+    _base: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def _base(self) -> str:
-        return f"{self.prefix}:{hash_tag(self.topic)}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_base", f"{self.prefix}:{hash_tag(self.topic)}")
 
     @property
     def stream(self) -> str:

@@ -34,7 +34,7 @@ from pulsar_gateway.core.errors import (
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import text as _text
+from pulsar_gateway.core.storage.scripts import texts
 from pulsar_gateway.core.storage.scripts import topics as scripts
 from pulsar_gateway.core.storage.scripts.topics import DeleteTopicStatus, MetadataOperation
 
@@ -81,7 +81,7 @@ class PartitionedTopics:
         """Sorted full names of the namespace's topics and partitions (no partitioned base
         names), as Pulsar's ``getList`` and GET_TOPICS_OF_NAMESPACE answer them."""
         members = await self._lane.call("SMEMBERS", self._keys.namespace_topics(namespace))
-        names = sorted(_text(m) for m in members)
+        names = sorted(texts(members))
         if domain is not None:
             names = [n for n in names if n.startswith(f"{domain}://")]
         return names
@@ -97,7 +97,7 @@ class PartitionedTopics:
                 "SCAN", cursor, "MATCH", glob, "COUNT", 500, "TYPE", "set"
             )
             members = await asyncio.gather(*(self._lane.call("SMEMBERS", key) for key in found))
-            names.update(_text(m) for batch in members for m in batch)
+            names.update(name for batch in members for name in texts(batch))
             if int(cursor) == 0:
                 break
         topics = list(names)
@@ -107,7 +107,7 @@ class PartitionedTopics:
     async def partitioned_topics(self, namespace: str, domain: str | None = None) -> list[str]:
         """Sorted full names of the namespace's partitioned topics."""
         raw = await self._lane.call("HKEYS", self._keys.namespace_partitioned(namespace))
-        names = sorted(_text(m) for m in raw)
+        names = sorted(texts(raw))
         if domain is not None:
             names = [n for n in names if n.startswith(f"{domain}://")]
         return names
@@ -192,7 +192,7 @@ class PartitionedTopics:
     async def _delete_keys(self, keys: TopicKeys, force: bool, dry_run: bool) -> bool:
         """Run ``delete_topic.lua`` on one partition; True when it had data."""
         for _ in range(5):
-            subs = [_text(s) for s in await self._lane.call("HKEYS", keys.subscriptions)]
+            subs = texts(await self._lane.call("HKEYS", keys.subscriptions))
             # Producer registry keys are lease sets too: connected producers make it busy.
             status, existed = await scripts.delete_topic(
                 self._lane, keys, subscriptions=subs, force=force, dry_run=dry_run

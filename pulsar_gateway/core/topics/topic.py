@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import texts
 
 __all__ = ["Topic", "Topics"]
 
@@ -46,8 +47,7 @@ class Topic:
 
     async def subscriptions(self) -> list[str]:
         """The names of the partition's subscriptions (its ``subs`` hash), in no order."""
-        names = await self._lane.call("HKEYS", self.keys.subscriptions)
-        return [name.decode() for name in names]
+        return texts(await self._lane.call("HKEYS", self.keys.subscriptions))
 
     def notify(self) -> None:
         """Wake every gateway's dispatchers of this topic after the current pipeline."""

@@ -38,7 +38,7 @@ from typing import Any, Final, Protocol, TypeVar
 from pulsar_gateway.core.model import entry
 from pulsar_gateway.core.storage import keys
 
-__all__ = ["SCRIPTS", "Arg", "Script", "ScriptRunner", "prelude", "text", "texts"]
+__all__ = ["SCRIPTS", "Arg", "Script", "ScriptRunner", "count_or_none", "prelude", "text", "texts"]
 
 T = TypeVar("T")
 
@@ -77,6 +77,13 @@ def text(value: bytes | str | int) -> str:
 def texts(values: Sequence[bytes | str | int]) -> list[str]:
     """Reply values as text."""
     return [text(value) for value in values]
+
+
+def count_or_none(reply: Any) -> int | None:
+    """A non-negative count or version, None for the scripts' -1 ("no such thing", or
+    "lost a race")."""
+    value = int(reply)
+    return None if value < 0 else value
 
 
 def _lua_string(value: bytes) -> str:

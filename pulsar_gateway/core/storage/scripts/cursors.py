@@ -11,7 +11,7 @@ from typing import Any
 
 from pulsar_gateway.core.model.entry import StoredEntry
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
-from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner
+from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, count_or_none
 
 __all__ = [
     "DeleteReply",
@@ -28,11 +28,6 @@ __all__ = [
     "subscription_reset_to",
     "subscription_skip",
 ]
-
-
-def _found_count(reply: Any) -> int | None:
-    """A count, or None for the scripts' -1 "no such subscription"."""
-    return None if int(reply) < 0 else int(reply)
 
 
 def subscription_create(
@@ -92,7 +87,7 @@ def subscription_skip(
         SCRIPTS["subscription_skip"],
         keys.all,
         [subscription, -1 if entries is None else entries],
-        _found_count,
+        count_or_none,
     )
 
 
@@ -147,7 +142,7 @@ def subscription_reset_to(
         SCRIPTS["subscription_reset"],
         keys.all,
         [subscription, "group", group_position],
-        _found_count,
+        count_or_none,
     )
 
 
@@ -166,7 +161,7 @@ def subscription_reset_at(
         SCRIPTS["subscription_reset"],
         keys.all,
         [subscription, "position", position, int(excluded), batch_index],
-        _found_count,
+        count_or_none,
     )
 
 

@@ -111,22 +111,29 @@ def dispatch(
     return lane.eval(
         _DISPATCH,
         keys.all,
-        _args(subscription, consumer, permits, messages_per_entry, lease_ms)
-        + _type_args(subscription_type, partition),
+        _args(
+            subscription,
+            consumer,
+            permits,
+            messages_per_entry,
+            lease_ms,
+            int(subscription_type),
+            partition,
+        ),
         decode_dispatch,
     )
 
 
 def _args(
-    subscription: str, consumer: str, permits: int, messages_per_entry: float, lease_ms: int
+    subscription: str,
+    consumer: str,
+    permits: int,
+    messages_per_entry: float,
+    lease_ms: int,
+    *more: int,
 ) -> list[str | int]:
-    """ARGV[1..5], common to the three dispatch scripts."""
-    return [subscription, consumer, permits, f"{messages_per_entry:.3f}", lease_ms]
-
-
-def _type_args(subscription_type: SubscriptionType, partition: int) -> list[str | int]:
-    """ARGV[6..7] of dispatch.lua and dispatch_compacted.lua."""
-    return [int(subscription_type), partition]
+    """ARGV of the dispatch scripts: 1..5 are common to the three, ``more`` follows."""
+    return [subscription, consumer, permits, f"{messages_per_entry:.3f}", lease_ms, *more]
 
 
 def dispatch_key_shared(
@@ -169,7 +176,14 @@ def dispatch_compacted(
     return lane.eval(
         _COMPACTED,
         [*keys.all, compaction, compacted],
-        _args(subscription, consumer, permits, messages_per_entry, lease_ms)
-        + _type_args(subscription_type, partition),
+        _args(
+            subscription,
+            consumer,
+            permits,
+            messages_per_entry,
+            lease_ms,
+            int(subscription_type),
+            partition,
+        ),
         decode_dispatch,
     )

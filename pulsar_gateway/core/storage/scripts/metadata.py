@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text
+from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, texts
 
 __all__ = ["gateway_heartbeat", "policy_cas", "tenant_update"]
 
 
 def _members(reply: list[Any]) -> list[str]:
-    return sorted(text(member) for member in reply)
+    return sorted(texts(reply))
 
 
 def gateway_heartbeat(

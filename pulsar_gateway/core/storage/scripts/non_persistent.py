@@ -12,7 +12,7 @@ from typing import Any
 from pulsar_gateway.core.errors import ConsumerBusy
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.storage.keys import TopicKeys
-from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text
+from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text, texts
 
 __all__ = ["RegistryView", "np_refresh", "np_release", "np_subscribe"]
 
@@ -66,7 +66,7 @@ class RegistryView:
 
 def _view(reply: list[Any]) -> RegistryView:
     lost, live = reply
-    return RegistryView([text(m) for m in lost], sorted(text(m) for m in live))
+    return RegistryView(texts(lost), sorted(texts(live)))
 
 
 def np_refresh(

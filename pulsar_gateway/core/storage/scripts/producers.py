@@ -105,13 +105,7 @@ def add_producer(
     """
     return lane.eval(
         SCRIPTS["add_producer"],
-        [
-            keys.producers,
-            keys.producer_owners,
-            keys.producer_waiters,
-            keys.topic_epoch,
-            keys.last_sequence_ids,
-        ],
+        [*_registry(keys), keys.topic_epoch, keys.last_sequence_ids],
         [
             name,
             uid,

@@ -15,7 +15,7 @@ from pulsar_gateway.core.model.entry import StoredEntry
 from pulsar_gateway.core.model.key_shared import KeySharedPolicy
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
-from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text, texts
+from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, count_or_none, text, texts
 
 __all__ = [
     "LastEntry",
@@ -162,17 +162,13 @@ def failover_active(
     return lane.eval(SCRIPTS["failover_active"], keys.all, [partition], text)
 
 
-def _detached(reply: Any) -> int | None:
-    return None if int(reply) < 0 else int(reply)
-
-
 def seek(
     lane: ScriptRunner, keys: SubscriptionKeys, *, subscription: str, position: bytes
 ) -> asyncio.Future[int | None]:
     """Recreate the subscription's group so delivery restarts after ``position`` (a group
     id) and detach every consumer of the fleet. Resolves with the consumers detached, None
     when the subscription does not exist."""
-    return lane.eval(SCRIPTS["seek"], keys.all, [subscription, position], _detached)
+    return lane.eval(SCRIPTS["seek"], keys.all, [subscription, position], count_or_none)
 
 
 @dataclass(frozen=True, slots=True)

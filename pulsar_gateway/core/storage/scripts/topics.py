@@ -18,7 +18,7 @@ from pulsar_gateway.core.errors import (
     TopicNotFound,
 )
 from pulsar_gateway.core.storage.keys import TopicKeys
-from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text
+from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, count_or_none, text
 
 __all__ = [
     "CompactionBegin",
@@ -304,14 +304,12 @@ def compaction_fail(
 # -- schemas -------------------------------------------------------------------------------
 
 
-def _version(reply: Any) -> int | None:
-    return None if int(reply) < 0 else int(reply)
-
-
 def register_schema(
     lane: ScriptRunner, keys: TopicKeys, *, known_versions: int, schema: str
 ) -> asyncio.Future[int | None]:
     """Append ``schema`` (JSON) as a new version of the base topic whose ``keys`` these
     are, if it still has ``known_versions`` versions. Resolves with the new version, None
     when another registration came first (read again)."""
-    return lane.eval(SCRIPTS["register_schema"], [keys.schemas], [known_versions, schema], _version)
+    return lane.eval(
+        SCRIPTS["register_schema"], [keys.schemas], [known_versions, schema], count_or_none
+    )
