@@ -35,8 +35,10 @@ __all__ = [
     "OutgoingMessage",
     "ReceivedMessage",
     "decode_message_id",
+    "deserialize_message_id",
     "encode_entry",
     "encode_message_id",
+    "serialize_message_id",
     "unpack_entry",
 ]
 
@@ -224,6 +226,12 @@ def _decompress(md: pb.MessageMetadata, payload: bytes) -> bytes:
 
 def encode_message_id(message_id: MessageId, batch_size: int = 0) -> str:
     """Base64 of the serialized ``MessageIdData`` of ``message_id``."""
+    return base64.b64encode(serialize_message_id(message_id, batch_size)).decode()
+
+
+def serialize_message_id(message_id: MessageId, batch_size: int = 0) -> bytes:
+    """The serialized ``MessageIdData`` of ``message_id``: the bytes of the official clients'
+    ``MessageId.serialize()`` (Java ``toByteArray()``)."""
     data = pb.MessageIdData(
         ledgerId=message_id.ledger_id & _U64_MASK, entryId=message_id.entry_id & _U64_MASK
     )
@@ -234,7 +242,24 @@ def encode_message_id(message_id: MessageId, batch_size: int = 0) -> str:
         data.batch_index = message_id.batch_index
     if batch_size > 0:
         data.batch_size = batch_size
-    return base64.b64encode(data.SerializeToString()).decode()
+    return data.SerializeToString()
+
+
+def deserialize_message_id(raw: bytes) -> MessageId:
+    """Read the bytes of :func:`serialize_message_id` (or an official client's).
+
+    Raises:
+        ValueError: not a ``MessageIdData``.
+    """
+    try:
+        data = pb.MessageIdData.FromString(raw)
+        if not data.IsInitialized():  # proto2 parsing does not check required fields
+            raise ValueError("ledgerId and entryId are required")
+    except (DecodeError, ValueError) as exc:
+        raise ValueError(f"not a serialized message id: {exc}") from None
+    return MessageId(
+        signed64(data.ledgerId), signed64(data.entryId), data.partition, data.batch_index
+    )
 
 
 def decode_message_id(text: str) -> MessageId:
@@ -246,11 +271,6 @@ def decode_message_id(text: str) -> MessageId:
     """
     try:
         raw = base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
-        data = pb.MessageIdData.FromString(raw)
-        if not data.IsInitialized():  # proto2 parsing does not check required fields
-            raise ValueError("ledgerId and entryId are required")
-    except (binascii.Error, DecodeError, ValueError) as exc:
+        return deserialize_message_id(raw)
+    except (binascii.Error, ValueError) as exc:
         raise ValueError(f"Invalid message id {text[:100]!r}: {exc}") from None
-    return MessageId(
-        signed64(data.ledgerId), signed64(data.entryId), data.partition, data.batch_index
-    )

@@ -64,7 +64,9 @@ class Gateway:
             )
         self.redis = Redis.from_url(url, protocol=2)
         await self.redis.ping()
-        self.core = wiring.build(config, self.redis, inspector=BinaryEntryInspector())
+        self.core = wiring.build(
+            config, self.redis, inspector=BinaryEntryInspector(), storage_url=url
+        )
         await self.core.start()
         services = self.core.services
         binary = BinaryServer(

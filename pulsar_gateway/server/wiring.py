@@ -77,13 +77,19 @@ class Core:
         await self.notifier.close()
 
 
-def build(config: GatewayConfig, redis: Redis, inspector: EntryInspector | None = None) -> Core:
+def build(
+    config: GatewayConfig,
+    redis: Redis,
+    inspector: EntryInspector | None = None,
+    storage_url: str = "",
+) -> Core:
     """Build the core of a gateway on ``redis``.
 
     Args:
         config: the gateway's settings.
         redis: the client the lane and the notifier connect with.
         inspector: reads stored entries' wire format (compaction); None refuses compaction.
+        storage_url: the URL of ``redis``, reported to tools that read storage directly.
 
     Raises:
         ValueError: an authentication setting cannot be used (a key that does not load).
@@ -117,7 +123,9 @@ def build(config: GatewayConfig, redis: Redis, inspector: EntryInspector | None 
     topic_handles = topics.Topics(lane, keys, tenants.register_namespace)
     partitioned = topics.PartitionedTopics(lane, keys, tenants.register_namespace)
     schemas = topics.SchemaRegistry(lane, keys)
-    cluster = topics.Cluster(config.cluster_name, config.advertised_host)
+    cluster = topics.Cluster(
+        config.cluster_name, config.advertised_host, storage_url, config.key_prefix
+    )
 
     # producing and consuming
     meters = fleet.GatewayMeters()

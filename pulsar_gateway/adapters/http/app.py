@@ -1,7 +1,8 @@
 """The HTTP front (aiohttp): admin health check and Prometheus metrics.
 
 ``GET /admin/v2/brokers/health`` answers ``ok`` (Pulsar's ``BrokersBase.healthCheck``) when
-Redis answers, else 503 with a JSON ``reason``. ``GET /metrics`` is the Prometheus text
+Redis answers, else 503 with a JSON ``reason``. ``GET /admin/v2/brokers/internal-configuration``
+says where the fleet's Redis is (``InternalConfigurationData``), for the Spark data source. ``GET /metrics`` is the Prometheus text
 format. Unknown paths get a 404 with a JSON body, like the rest of the admin API.
 """
 
@@ -41,6 +42,11 @@ async def health(request: web.Request) -> web.Response:
     except StorageError as exc:
         return web.json_response({"reason": str(exc)}, status=503)
     return web.Response(text="ok")
+
+
+async def internal_configuration(request: web.Request) -> web.Response:
+    # Pulsar's BrokersBase.getInternalConfigurationData; superuser only (adapters/http/auth.py)
+    return web.json_response(request.app[SERVICES].cluster.internal_configuration())
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -89,6 +95,7 @@ def make_app(services: Services) -> web.Application:
     app = web.Application(middlewares=[count_requests, json_errors])
     app[SERVICES] = services
     app.router.add_get("/admin/v2/brokers/health", health)
+    app.router.add_get("/admin/v2/brokers/internal-configuration", internal_configuration)
     app.router.add_get("/metrics", metrics)
     policies.add_routes(app)
     compaction.add_routes(app)

@@ -202,6 +202,12 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", "/admin/v2/brokers/health"): Doc(
         "meta", "Health check: ok when Redis answers", response=_STR, content_type="text/plain"
     ),
+    ("GET", "/admin/v2/brokers/internal-configuration"): Doc(
+        "meta",
+        "Where the fleet keeps its state: Redis URL (metadataStoreUrl) and key prefix "
+        "(ledgersRootPath); superuser only",
+        response={"type": "object", "additionalProperties": _STR},
+    ),
     ("GET", "/metrics"): Doc(
         "meta",
         "Prometheus metrics (Pulsar's topic metrics for the topics this gateway exports)",

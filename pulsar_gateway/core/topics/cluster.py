@@ -4,6 +4,11 @@ Every gateway serves every topic, so Pulsar's ``ClusterData`` (``serviceUrl``,
 ``brokerServiceUrl``) and a lookup's ``LookupData`` both name this gateway's advertised
 address (``--advertised-address``; the load balancer's, in a fleet) and its ports, known
 once the servers are bound (port 0 asks for an ephemeral one).
+
+Pulsar tells tools that read storage directly where it is (``GET /admin/v2/brokers/
+internal-configuration``, ``InternalConfigurationData``; superuser only): here that is the
+Redis the fleet keeps its state in and the key prefix, which the Spark data source's
+executors read (DESIGN.md "Spark reads Redis directly from its executors").
 """
 
 from __future__ import annotations
@@ -14,9 +19,13 @@ __all__ = ["Cluster"]
 class Cluster:
     """The cluster's name and this gateway's advertised URLs."""
 
-    def __init__(self, name: str, advertised_host: str) -> None:
+    def __init__(
+        self, name: str, advertised_host: str, storage_url: str = "", key_prefix: str = "pgw"
+    ) -> None:
         self.name = name
         self.advertised_host = advertised_host
+        self.storage_url = storage_url
+        self.key_prefix = key_prefix
         self.broker_port = 6650
         self.http_port = 8080
 
@@ -33,3 +42,13 @@ class Cluster:
     def service_url(self) -> str:
         """``http://host:port``: ClusterData ``serviceUrl``, LookupData ``httpUrl``."""
         return f"http://{self.advertised_host}:{self.http_port}"
+
+    def internal_configuration(self) -> dict[str, str]:
+        """Pulsar's ``InternalConfigurationData``: the metadata store and the ledgers' home
+        are this fleet's Redis (``metadataStoreUrl``) and key prefix (``ledgersRootPath``)."""
+        return {
+            "metadataStoreUrl": self.storage_url,
+            "configurationMetadataStoreUrl": self.storage_url,
+            "bookkeeperMetadataServiceUri": self.storage_url,
+            "ledgersRootPath": self.key_prefix,
+        }

@@ -1,0 +1,294 @@
+"""The rows a read yields: columns typed from the topic's schema, built as Arrow batches.
+
+The columns are the reference connector's (its ``SchemaUtils.metaDataFields``): the value
+column(s), then ``__key`` (binary), ``__topic``, ``__messageId`` (the official clients'
+``MessageId.serialize()`` bytes), ``__publishTime``, ``__eventTime`` (null when the producer
+set none) and ``__messageProperties``. The value follows the registered schema (the
+gateway's schema registry, latest version): binary without one; STRING and the primitives
+as their Spark types, decoded as Pulsar's schemas encode them (big-endian numbers, DATE and
+TIMESTAMP as ms); JSON and AVRO records flattened into one column per field.
+
+Messages are unbatched and decompressed by the gateway's own code
+(``pulsar_gateway.adapters.messages.unpack_entry``); a batch's messages get ids with their
+batch index and batch size, as the official client's ids carry them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import fastavro
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from pulsar_gateway.adapters.messages import ReceivedMessage, serialize_message_id
+from pulsar_gateway.core import SchemaData, decode_version
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+__all__ = ["META_FIELDS", "RowBatcher", "UnsupportedSchema", "ValueFormat"]
+
+META_FIELDS: Final = (
+    StructField("__key", BinaryType(), True),
+    StructField("__topic", StringType(), True),
+    StructField("__messageId", BinaryType(), True),
+    StructField("__publishTime", TimestampType(), True),
+    StructField("__eventTime", TimestampType(), True),
+    StructField("__messageProperties", MapType(StringType(), StringType(), True), True),
+)
+
+_UTC: Final = dt.UTC
+_EPOCH_DATE: Final = dt.date(1970, 1, 1)
+
+
+class UnsupportedSchema(ValueError):
+    """A topic schema this source cannot turn into columns."""
+
+
+def _unpack(fmt: str) -> Callable[[bytes], Any]:
+    codec = struct.Struct(fmt)
+    return lambda payload: codec.unpack(payload)[0]
+
+
+def _date(payload: bytes) -> dt.date:
+    # Pulsar's DATE schema: java.util.Date as int64 ms since the epoch
+    return _EPOCH_DATE + dt.timedelta(milliseconds=struct.unpack(">q", payload)[0])
+
+
+def _timestamp(payload: bytes) -> int:
+    return int(struct.unpack(">q", payload)[0]) * 1000  # ms -> Spark's microseconds
+
+
+#: Pulsar schema type -> (Spark type of ``value``, decoder of a payload).
+_PRIMITIVES: Final[dict[int, tuple[DataType, Callable[[bytes], Any]]]] = {
+    pb.Schema.String: (StringType(), lambda payload: payload.decode("utf-8", "replace")),
+    pb.Schema.Bool: (BooleanType(), lambda payload: payload != b"\x00"),
+    pb.Schema.Int8: (ByteType(), _unpack(">b")),
+    pb.Schema.Int16: (ShortType(), _unpack(">h")),
+    pb.Schema.Int32: (IntegerType(), _unpack(">i")),
+    pb.Schema.Int64: (LongType(), _unpack(">q")),
+    pb.Schema.Float: (FloatType(), _unpack(">f")),
+    pb.Schema.Double: (DoubleType(), _unpack(">d")),
+    pb.Schema.Date: (DateType(), _date),
+    pb.Schema.Timestamp: (TimestampType(), _timestamp),
+}
+_RECORDS: Final = (pb.Schema.Json, pb.Schema.Avro)
+
+
+def _avro_type(schema: Any, where: str) -> tuple[DataType, bool]:
+    """Spark type and nullability of an Avro (sub)schema (the reference connector's
+    ``SchemaConverters``: nullable unions, logical dates and timestamps, enums as strings)."""
+    if isinstance(schema, list):
+        members = [m for m in schema if m != "null"]
+        if len(members) == 1:
+            return _avro_type(members[0], where)[0], True
+        raise UnsupportedSchema(f"{where}: unions other than [null, T] are not supported")
+    if isinstance(schema, dict):
+        kind = schema.get("type")
+        logical = schema.get("logicalType")
+        if kind == "record":
+            return _record_struct(schema, where), False
+        if kind == "array":
+            item, nullable = _avro_type(schema["items"], where)
+            return ArrayType(item, nullable), False
+        if kind == "map":
+            value, nullable = _avro_type(schema["values"], where)
+            return MapType(StringType(), value, nullable), False
+        if kind == "enum":
+            return StringType(), False
+        if kind == "fixed":
+            return BinaryType(), False
+        if logical == "date" and kind == "int":
+            return DateType(), False
+        if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
+            return TimestampType(), False
+        return _avro_type(kind, where)
+    simple = {
+        "string": StringType(),
+        "bytes": BinaryType(),
+        "int": IntegerType(),
+        "long": LongType(),
+        "float": FloatType(),
+        "double": DoubleType(),
+        "boolean": BooleanType(),
+    }
+    if schema in simple:
+        return simple[schema], False
+    raise UnsupportedSchema(f"{where}: Avro type {schema!r} is not supported")
+
+
+def _record_struct(schema: dict[str, Any], where: str) -> StructType:
+    fields = []
+    for field in schema.get("fields", []):
+        spark_type, nullable = _avro_type(field["type"], f"{where}.{field['name']}")
+        fields.append(StructField(field["name"], spark_type, nullable))
+    return StructType(fields)
+
+
+def _record_schema(schema: SchemaData) -> dict[str, Any]:
+    try:
+        parsed = json.loads(schema.data)
+    except ValueError as exc:
+        raise UnsupportedSchema(
+            f"schema {schema.name!r} is not an Avro definition: {exc}"
+        ) from None
+    if not isinstance(parsed, dict) or parsed.get("type") != "record":
+        raise UnsupportedSchema(f"schema {schema.name!r} is not an Avro record")
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class ValueFormat:
+    """How the value column(s) of a set of topics are typed and decoded.
+
+    ``versions`` are a topic's schema versions (index = version), used to read each message
+    with the schema it was written with; empty for raw bytes.
+    """
+
+    type: int = 0  # Schema.Type None: raw bytes
+    versions: tuple[SchemaData, ...] = ()
+
+    @classmethod
+    def of_topics(cls, schemas: Sequence[list[SchemaData]], allow_different: bool) -> ValueFormat:
+        """The format of topics with these schema histories.
+
+        Raises:
+            UnsupportedSchema: the topics' latest schemas differ (unless ``allow_different``,
+                which reads raw bytes, as the reference connector does), or a schema has no
+                column form (TIME, KEY_VALUE, PROTOBUF...).
+        """
+        latest = {(h[-1].type, h[-1].data) for h in schemas if h and h[-1].type != 0}
+        if not latest:
+            return cls()
+        if len(latest) > 1:
+            if allow_different:
+                return cls()
+            raise UnsupportedSchema(
+                "Topics to read must share identical schema. Consider setting "
+                "'allowDifferentTopicSchemas' to 'true' to read them as raw bytes"
+            )
+        history = next(h for h in schemas if h and h[-1].type != 0)
+        fmt = cls(history[-1].type, tuple(history))
+        fmt.value_fields()  # refuse what has no column form at load
+        return fmt
+
+    @property
+    def latest(self) -> SchemaData | None:
+        return self.versions[-1] if self.versions else None
+
+    def value_fields(self) -> list[StructField]:
+        latest = self.latest
+        if latest is None:
+            return [StructField("value", BinaryType(), False)]
+        if latest.type in _PRIMITIVES:
+            return [StructField("value", _PRIMITIVES[latest.type][0], False)]
+        if latest.type in _RECORDS:
+            return list(_record_struct(_record_schema(latest), latest.name or "record").fields)
+        name = pb.Schema.Type.Name(latest.type) if latest.type in pb.Schema.Type.values() else ""
+        raise UnsupportedSchema(f"We do not support {name or latest.type} schemas currently")
+
+    def spark_schema(self) -> StructType:
+        return StructType([*self.value_fields(), *META_FIELDS])
+
+
+class RowBatcher:
+    """Turns messages into Arrow record batches of the source's schema (on an executor)."""
+
+    def __init__(self, fmt: ValueFormat, schema: StructType, size: int = 8192) -> None:
+        self.fmt = fmt
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.value_names = [f.name for f in fmt.value_fields()]
+        self.size = size
+        self._columns: list[list[Any]] = [[] for _ in self.arrow_schema]
+        self._avro_readers: dict[int, Any] = {}
+        latest = fmt.latest
+        self._record = latest is not None and latest.type in _RECORDS
+        self._primitive = (
+            _PRIMITIVES[latest.type][1] if latest and latest.type in _PRIMITIVES else None
+        )
+        self._reader_schema = (
+            fastavro.parse_schema(_record_schema(latest)) if self._record and latest else None
+        )
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    def add(self, topic: str, message: ReceivedMessage) -> None:
+        columns = self._columns
+        values = self._values(message)
+        for i, value in enumerate(values):
+            columns[i].append(value)
+        base = len(values)
+        columns[base].append(message.key.encode() if message.key is not None else None)
+        columns[base + 1].append(topic)
+        columns[base + 2].append(serialize_message_id(message.message_id, message.batch_size))
+        columns[base + 3].append(message.publish_time * 1000)
+        columns[base + 4].append(message.event_time * 1000 if message.event_time > 0 else None)
+        columns[base + 5].append(list(message.properties.items()))
+
+    def _values(self, message: ReceivedMessage) -> list[Any]:
+        payload = message.payload
+        if self._primitive is not None:
+            return [self._primitive(payload)]
+        if not self._record:
+            return [payload]
+        record = self._decode_record(message)
+        if not isinstance(record, dict):
+            return [None] * len(self.value_names)
+        return [record.get(name) for name in self.value_names]
+
+    def _decode_record(self, message: ReceivedMessage) -> Any:
+        if self.fmt.type == pb.Schema.Json:
+            try:
+                return json.loads(message.payload)
+            except ValueError:
+                return None  # PERMISSIVE, as the reference connector parses JSON: nulls
+        version = decode_version(message.schema_version) if message.schema_version else None
+        writer = self._writer_schema(version)
+        try:
+            return fastavro.schemaless_reader(
+                io.BytesIO(message.payload), writer, self._reader_schema
+            )
+        except Exception:  # fastavro raises assorted errors on corrupt input
+            return None
+
+    def _writer_schema(self, version: int | None) -> Any:
+        index = version if version is not None and 0 <= version < len(self.fmt.versions) else -1
+        index = index % len(self.fmt.versions)
+        reader = self._avro_readers.get(index)
+        if reader is None:
+            reader = fastavro.parse_schema(_record_schema(self.fmt.versions[index]))
+            self._avro_readers[index] = reader
+        return reader
+
+    def take(self) -> pa.RecordBatch:
+        """The rows added so far as one batch (and start a new one)."""
+        arrays = [
+            pa.array(values, type=field.type)
+            for values, field in zip(self._columns, self.arrow_schema, strict=True)
+        ]
+        self._columns = [[] for _ in self.arrow_schema]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)

@@ -1,0 +1,346 @@
+"""The ``pulsar`` data source: batch and streaming reads planned on the driver, read on the
+executors.
+
+Flow of a micro-batch (docs/spark.md, docs/architecture.md "Spark"): the driver's stream
+reader discovers the topic partitions (topics, partitioned topics' partitions, pattern
+matches: again on every trigger), reads each one's last entry id, applies the per-trigger
+budgets, and returns the new offset; Spark checkpoints it, then ``partitions(start, end)``
+makes one input partition per topic partition with new entries and the executors read those
+id ranges from Redis (:mod:`.storage`) and decode them (:mod:`.columns`). Because a range is
+fixed before it is read and a stream only grows at its end, a query restarted from its
+checkpoint re-reads exactly the batches it had not committed: every message once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from pulsar_gateway.adapters.messages import MessageFormatError, unpack_entry
+from pulsar_gateway.core import PARTITION_SUFFIX, MessageId
+from pyspark_pulsar.columns import RowBatcher, ValueFormat
+from pyspark_pulsar.offsets import BEGINNING, Offsets, Position, position_before
+from pyspark_pulsar.options import (
+    AtTime,
+    Bound,
+    Edge,
+    SourceOptions,
+    parse_sink_options,
+    parse_source_options,
+)
+from pyspark_pulsar.storage import (
+    FAIL_ON_DATA_LOSS_FALSE,
+    FAIL_ON_DATA_LOSS_TRUE,
+    DataLossError,
+    TopicStore,
+    locate_storage,
+)
+
+__all__ = ["PulsarDataSource", "RangePartition"]
+
+log = logging.getLogger(__name__)
+
+_MAX_SEQ = 2**64 - 1
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    """One topic partition's entries after ``start`` through ``end`` (positions as text)."""
+
+    topic: str
+    start: str
+    end: str
+
+    def __init__(self, topic: str, start: str, end: str) -> None:
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "end", end)
+        object.__setattr__(self, "value", None)
+
+
+class PulsarDataSource(DataSource):
+    """``format("pulsar")``: reads topics straight from the gateways' Redis, writes through
+    a gateway's binary protocol (:mod:`.writer`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pulsar"
+
+    def _source_options(self, streaming: bool | None) -> SourceOptions:
+        return parse_source_options(self.options, streaming=streaming)
+
+    def _store(self, options: SourceOptions) -> TopicStore:
+        timeout = options.poll_timeout_ms
+        location = locate_storage(
+            options.admin_url, options.auth, options.redis_url, options.key_prefix, timeout / 1000
+        )
+        return TopicStore(location, timeout)
+
+    def _format(self, options: SourceOptions, store: TopicStore) -> ValueFormat:
+        selection = options.selection
+        if selection.pattern is None:
+            store.topic_partitions(selection, must_exist=True)  # unknown topics fail at load
+            bases = [str(topic) for topic in selection.topics]
+        else:
+            bases = sorted({_base(p) for p in store.topic_partitions(selection, must_exist=False)})
+        return ValueFormat.of_topics(
+            [store.schemas(base) for base in bases], options.allow_different_schemas
+        )
+
+    def schema(self) -> StructType:
+        options = self._source_options(None)
+        return self._format(options, self._store(options)).spark_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = self._source_options(streaming=False)
+        store = self._store(options)
+        return PulsarBatchReader(options, store, self._format(options, store), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = self._source_options(streaming=True)
+        store = self._store(options)
+        return PulsarStreamReader(options, store, self._format(options, store), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pyspark_pulsar.writer import PulsarBatchWriter
+
+        return PulsarBatchWriter(parse_sink_options(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pyspark_pulsar.writer import PulsarStreamWriter
+
+        return PulsarStreamWriter(parse_sink_options(self.options), schema, overwrite)
+
+
+def _base(partition: str) -> str:
+    base, sep, index = partition.rpartition(PARTITION_SUFFIX)
+    return base if sep and index.isdigit() else partition
+
+
+class _RangeReading:
+    """What batch and stream readers share: resolving bounds and reading a range."""
+
+    def __init__(
+        self, options: SourceOptions, store: TopicStore, fmt: ValueFormat, schema: StructType
+    ) -> None:
+        self.options = options
+        self.store = store
+        self.fmt = fmt
+        self.schema = schema
+
+    def _spec(self, bound: Bound, partition: str) -> Any:
+        per_topic = bound.per_topic
+        return per_topic.get(partition, per_topic.get(_base(partition), bound.default))
+
+    def _starts(self, partitions: Sequence[str], bound: Bound) -> dict[str, Position]:
+        latest: dict[str, Position] = {}
+        if any(self._spec(bound, p) is Edge.LATEST for p in partitions):
+            latest = self.store.last_positions(partitions)
+        out = {}
+        for partition in partitions:
+            spec = self._spec(bound, partition)
+            if spec is Edge.EARLIEST:
+                out[partition] = BEGINNING
+            elif spec is Edge.LATEST:
+                out[partition] = latest[partition]
+            elif isinstance(spec, AtTime):
+                out[partition] = self.store.position_at_time(partition, spec.ms)
+            else:
+                assert isinstance(spec, MessageId)
+                # a starting message id is inclusive (the reference connector's rule)
+                out[partition] = position_before(spec)
+        return out
+
+    def _ends(self, partitions: Sequence[str], bound: Bound) -> dict[str, Position]:
+        latest = self.store.last_positions(partitions)
+        out = {}
+        for partition in partitions:
+            spec, last = self._spec(bound, partition), latest[partition]
+            if isinstance(spec, AtTime):
+                end = Position(spec.ms - 1, _MAX_SEQ) if spec.ms > 0 else BEGINNING
+            elif isinstance(spec, MessageId):
+                # an ending message id includes its whole entry (the reference connector's)
+                end = Position(spec.ledger_id, spec.entry_id)
+            else:
+                end = last
+            # never past what exists now, so a replay reads the same entries
+            out[partition] = end if end.precedes(last) else last
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        start, end = Position.parse(partition.start), Position.parse(partition.end)
+        lost = self.store.lost_after(partition.topic, start)
+        if lost is not None:
+            if self.options.fail_on_data_loss:
+                raise DataLossError(f"{lost}. {FAIL_ON_DATA_LOSS_TRUE}")
+            log.warning("%s. %s", lost, FAIL_ON_DATA_LOSS_FALSE)
+        batcher = RowBatcher(self.fmt, self.schema)
+        index = _partition_index(partition.topic)
+        for entry in self.store.read(partition.topic, start, end):
+            message_id = entry.message_id
+            key = (message_id.ledger_id, message_id.entry_id)
+            try:
+                messages = unpack_entry(message_id.stream_id, entry.blob, partition=index)
+            except MessageFormatError as exc:
+                raise DataLossError(
+                    f"entry {message_id} of {partition.topic} cannot be read: {exc}"
+                ) from None
+            for message in messages:
+                batch_index = message.message_id.batch_index
+                if (
+                    key == start.entry_key()
+                    and not start.whole
+                    and batch_index <= start.batch_index
+                ):
+                    continue
+                if key == end.entry_key() and not end.whole and batch_index > end.batch_index:
+                    continue
+                batcher.add(partition.topic, message)
+            if len(batcher) >= batcher.size:
+                yield batcher.take()
+        if len(batcher):
+            yield batcher.take()
+
+    def _ranges(
+        self, start: Mapping[str, Position], end: Mapping[str, Position]
+    ) -> list[InputPartition]:
+        ranges: list[InputPartition] = []
+        for topic in sorted(end):
+            begin = start.get(topic, BEGINNING)
+            if begin.precedes(end[topic]):
+                ranges.append(RangePartition(topic, str(begin), str(end[topic])))
+        return ranges
+
+
+def _partition_index(partition: str) -> int:
+    _, sep, index = partition.rpartition(PARTITION_SUFFIX)
+    return int(index) if sep and index.isdigit() else -1
+
+
+class PulsarBatchReader(_RangeReading, DataSourceReader):
+    """``spark.read.format("pulsar")``: from ``startingOffsets`` to ``endingOffsets``, both
+    fixed when the query is planned."""
+
+    def partitions(self) -> Sequence[InputPartition]:
+        topics = self.store.topic_partitions(self.options.selection, must_exist=True)
+        return self._ranges(
+            self._starts(topics, self.options.start), self._ends(topics, self.options.end)
+        )
+
+
+class PulsarStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("pulsar")``: micro-batches of new entries.
+
+    Admission control: ``maxEntriesPerTrigger`` (entries, a client batch being one) and
+    ``maxBytesPerTrigger`` (stored bytes) bound each micro-batch, shared equally by the topic
+    partitions that have new entries, at least one entry each.
+    """
+
+    def __init__(
+        self, options: SourceOptions, store: TopicStore, fmt: ValueFormat, schema: StructType
+    ) -> None:
+        super().__init__(options, store, fmt, schema)
+        self._target: dict[str, Position] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # executors need only what read() uses
+        return {
+            "options": self.options,
+            "store": self.store,
+            "fmt": self.fmt,
+            "schema": self.schema,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._target = None
+
+    def initialOffset(self) -> dict[str, str]:
+        topics = self.store.topic_partitions(self.options.selection, must_exist=True)
+        return Offsets(self._starts(topics, self.options.start)).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_entries_per_trigger is not None:
+            return ReadMaxRows(self.options.max_entries_per_trigger)
+        if self.options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.options.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # everything that exists now, and nothing appended or created later
+        topics = self.store.topic_partitions(self.options.selection, must_exist=False)
+        self._target = self.store.last_positions(topics)
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
+        current = Offsets.from_json(start)
+        if self._target is not None:
+            bounds = dict(self._target)
+        else:
+            topics = self.store.topic_partitions(self.options.selection, must_exist=False)
+            bounds = self.store.last_positions(topics)
+        self._drop_deleted(current, bounds)
+        end = {topic: current.get(topic) for topic in bounds}
+        moving = [t for t, b in bounds.items() if current.get(t).precedes(b)]
+        max_entries, max_bytes = self._budgets(limit)
+        for topic in moving:
+            end[topic] = self.store.advance(
+                topic,
+                current.get(topic),
+                bounds[topic],
+                max_entries and max(1, max_entries // len(moving)),
+                max_bytes and max(1, max_bytes // len(moving)),
+            )
+        return Offsets(end).to_json()
+
+    def _budgets(self, limit: ReadLimit) -> tuple[int | None, int | None]:
+        if isinstance(limit, ReadAllAvailable):
+            return None, None  # Trigger.AvailableNow and friends read everything
+        entries = self.options.max_entries_per_trigger
+        size = self.options.max_bytes_per_trigger
+        if isinstance(limit, ReadMaxRows):
+            entries = limit.max_rows
+        elif isinstance(limit, ReadMaxBytes):
+            size = limit.max_bytes
+        return entries, size
+
+    def _drop_deleted(self, current: Offsets, bounds: dict[str, Position]) -> None:
+        known = [topic for topic in current.positions if topic not in bounds]
+        if not known:
+            return
+        gone = set(self.store.missing(known))
+        if gone:
+            message = f"{', '.join(sorted(gone))} are gone. Some data may have been missed"
+            if self.options.fail_on_data_loss:
+                raise DataLossError(f"{message}. {FAIL_ON_DATA_LOSS_TRUE}")
+            log.warning("%s. %s", message, FAIL_ON_DATA_LOSS_FALSE)
+        for topic in known:
+            if topic not in gone:
+                bounds[topic] = current.get(topic)  # not matched any more: stays where it is
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        return self._ranges(Offsets.from_json(start).positions, Offsets.from_json(end).positions)
+
+    def commit(self, end: dict[str, str]) -> None:
+        # Nothing to do: the reader holds no subscription, Spark's checkpoint is the cursor.
+        pass

@@ -1,0 +1,393 @@
+"""Reading topic partitions straight from Redis, on the driver (planning) and the executors.
+
+Like Pulsar SQL, which reads ledgers from BookKeeper instead of going through brokers, the
+executors read each topic partition's Redis stream by id range (DESIGN.md "Spark reads Redis
+directly from its executors"): no second hop through a gateway, and a range fixed on the
+driver reads the same entries however often Spark replays it. Key names come from the
+gateway's own key schema (``pulsar_gateway.core.storage.keys``) and entries are decoded by
+the gateway's own stored-entry code, never re-derived here.
+
+The reader holds no subscription: nothing is left behind when a query stops (the reference
+connector's durable per-query subscriptions are its users' "leftover subscriptions and
+phantom backlog"), and, as for any Pulsar reader, retention and TTL are what keep data
+readable. Data they removed behind a query's position is detected exactly: retention trims a
+stream's head only (``XTRIM MINID`` or ``XDEL`` of its oldest entries), so entries were lost
+after position *p* iff Redis's ``max-deleted-entry-id`` (``XINFO STREAM``, Redis 7) is
+above *p*.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import redis
+
+from pulsar_gateway.core import PARTITION_SUFFIX, SchemaData, StoredEntry, TopicName
+from pulsar_gateway.core.model.entry import BLOB
+from pulsar_gateway.core.storage.keys import KeySchema
+from pyspark_pulsar.offsets import BEGINNING, Position
+from pyspark_pulsar.options import Auth, TopicSelection
+
+__all__ = [
+    "DataLossError",
+    "StorageLocation",
+    "StorageUnavailable",
+    "TopicStore",
+    "TopicUnavailable",
+    "locate_storage",
+]
+
+log = logging.getLogger(__name__)
+
+#: Entries per ``XRANGE`` round trip on the executors.
+READ_CHUNK: Final = 1024
+
+#: How the executors report lost data (the reference connector's wording, for Redis).
+FAIL_ON_DATA_LOSS_TRUE: Final = (
+    "Some data may have been lost because they are not available in Redis any more; either "
+    "the data was removed by retention or TTL or the topic was deleted before all the data in "
+    "the topic was processed. If you don't want your streaming query to fail on such cases, "
+    'set the source option "failOnDataLoss" to "false".'
+)
+FAIL_ON_DATA_LOSS_FALSE: Final = (
+    "Some data may have been lost because they are not available in Redis any more; either "
+    "the data was removed by retention or TTL or the topic was deleted before all the data in "
+    "the topic was processed. If you want your streaming query to fail on such cases, set the "
+    'source option "failOnDataLoss" to "true".'
+)
+
+# Admission control in one round trip per topic partition: walk at most `max_entries`
+# entries after the start without sending them to the driver, stop before the one that
+# would pass `max_bytes` (always admitting one, so a query progresses past a large entry).
+_ADVANCE_LUA: Final = """
+local start, bound = ARGV[1], ARGV[2]
+local left, budget, blob = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local last, n, bytes = false, 0, 0
+while left > 0 do
+  local batch = redis.call('XRANGE', KEYS[1], start, bound, 'COUNT', math.min(left, 512))
+  if #batch == 0 then break end
+  for _, entry in ipairs(batch) do
+    local size, fields = 0, entry[2]
+    for i = 1, #fields, 2 do
+      if fields[i] == blob then size = #fields[i + 1] end
+    end
+    if budget > 0 and n > 0 and bytes + size > budget then return {last, n, bytes} end
+    last, n, bytes, left = entry[1], n + 1, bytes + size, left - 1
+    if left == 0 then break end
+  end
+  start = '(' .. last
+end
+return {last, n, bytes}
+"""
+
+
+class StorageUnavailable(RuntimeError):
+    """Redis (or the gateway asked where it is) cannot be reached."""
+
+
+class TopicUnavailable(RuntimeError):
+    """A topic does not exist (or no longer does)."""
+
+
+class DataLossError(RuntimeError):
+    """Entries a query had not read yet were removed (``failOnDataLoss``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageLocation:
+    """Where the gateways keep their state: the Redis URL and the key prefix."""
+
+    url: str
+    key_prefix: str = "pgw"
+
+
+def locate_storage(
+    admin_url: str, auth: Auth, redis_url: str | None, key_prefix: str | None, timeout: float
+) -> StorageLocation:
+    """The Redis the executors read: ``redis.url`` when given, else what the gateway reports.
+
+    The gateway answers Pulsar's ``GET /admin/v2/brokers/internal-configuration``
+    (``InternalConfigurationData``: ``metadataStoreUrl`` names its Redis, ``ledgersRootPath``
+    its key prefix); with authentication on, that needs a superuser token, as in Pulsar.
+
+    Raises:
+        StorageUnavailable: the gateway cannot be asked.
+    """
+    if redis_url is not None:
+        return StorageLocation(redis_url, key_prefix or "pgw")
+    url = f"{admin_url}/admin/v2/brokers/internal-configuration"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if auth.token is not None:
+        request.add_header("Authorization", f"Bearer {auth.token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            data = json.load(response)
+    except urllib.error.HTTPError as exc:
+        raise StorageUnavailable(
+            f"cannot learn where Redis is from {url}: HTTP {exc.code} {exc.reason}; set the "
+            "option 'redis.url' (and 'redis.keyPrefix'), or 'admin.url' to a gateway"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise StorageUnavailable(
+            f"cannot learn where Redis is from {url}: {exc}; set the option 'redis.url' (and "
+            "'redis.keyPrefix'), or 'admin.url' to a gateway's HTTP address"
+        ) from None
+    return StorageLocation(
+        str(data["metadataStoreUrl"]), key_prefix or str(data.get("ledgersRootPath") or "pgw")
+    )
+
+
+# One client per Redis per Python process: Spark reuses its Python workers across tasks,
+# so an executor connects once, not once per task.
+_CLIENTS: dict[tuple[str, float], redis.Redis] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _client(url: str, timeout: float) -> redis.Redis:
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get((url, timeout))
+        if client is None:
+            client = redis.Redis.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=min(timeout, 10.0)
+            )
+            _CLIENTS[(url, timeout)] = client
+        return client
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class TopicStore:
+    """Read access to the topics of one gateway fleet's Redis.
+
+    Picklable: it carries only the location; the connection is made where it is used.
+    """
+
+    def __init__(self, location: StorageLocation, timeout_ms: int) -> None:
+        self.location = location
+        self.timeout_ms = timeout_ms
+        self.keys = KeySchema(location.key_prefix)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"location": self.location, "timeout_ms": self.timeout_ms}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["location"], state["timeout_ms"])  # type: ignore[misc]
+
+    @property
+    def redis(self) -> redis.Redis:
+        return _client(self.location.url, self.timeout_ms / 1000)
+
+    def _call(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StorageUnavailable(
+                f"cannot reach Redis at {self.location.url} to {what}: {exc} (the option "
+                "'redis.url' says where the executors read)"
+            ) from None
+
+    # -- topics ------------------------------------------------------------------------
+
+    def topic_partitions(self, selection: TopicSelection, *, must_exist: bool) -> list[str]:
+        """The topic partitions (streams) the selection names now, in name order.
+
+        Raises:
+            TopicUnavailable: a named topic does not exist (when ``must_exist``).
+        """
+        if selection.pattern is not None:
+            return self._pattern_partitions(selection)
+        counts = self._partition_counts([str(t) for t in selection.topics])
+        out: list[str] = []
+        for topic in selection.topics:
+            name = str(topic)
+            count = counts.get(name)
+            if count:
+                out += [f"{name}{PARTITION_SUFFIX}{i}" for i in range(count)]
+                continue
+            if must_exist and not self._exists(topic):
+                raise TopicUnavailable(f"Topic {name} does not exist")
+            out.append(name)
+        return sorted(out)
+
+    def _partition_counts(self, topics: Sequence[str]) -> dict[str, int]:
+        by_namespace: dict[str, list[str]] = {}
+        for name in topics:
+            namespace = name.split("://", 1)[1].rsplit("/", 1)[0]
+            by_namespace.setdefault(namespace, []).append(name)
+        counts: dict[str, int] = {}
+        for namespace, names in by_namespace.items():
+            values = self._call(
+                "read partition counts",
+                self.redis.hmget,
+                self.keys.namespace_partitioned(namespace),
+                names,
+            )
+            for name, value in zip(names, values, strict=True):
+                if value is not None and int(value) > 0:
+                    counts[name] = int(value)
+        return counts
+
+    def _exists(self, topic: TopicName) -> bool:
+        if not topic.persistent:
+            raise TopicUnavailable(
+                f"Topic {topic} is non-persistent: only persistent topics can be read"
+            )
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.sismember(self.keys.namespace_topics(topic.namespace), str(topic))
+        pipe.exists(self.keys.topic(topic).stream)
+        member, stream = self._call("look up a topic", pipe.execute)
+        return bool(member) or bool(stream)
+
+    def _pattern_partitions(self, selection: TopicSelection) -> list[str]:
+        assert selection.pattern is not None
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.smembers(self.keys.namespace_topics(selection.namespace))
+        pipe.hgetall(self.keys.namespace_partitioned(selection.namespace))
+        members, partitioned = self._call("list the namespace's topics", pipe.execute)
+        out: set[str] = set()
+        for raw in members:
+            name = _text(raw)
+            base, sep, index = name.rpartition(PARTITION_SUFFIX)
+            # partitions match by their partitioned topic's name, as Pulsar matches them
+            candidate = base if sep and index.isdigit() else name
+            if selection.pattern.fullmatch(candidate) and name.startswith("persistent://"):
+                out.add(name)
+        for raw_name, raw_count in partitioned.items():
+            name = _text(raw_name)
+            if selection.pattern.fullmatch(name):
+                out.update(f"{name}{PARTITION_SUFFIX}{i}" for i in range(int(raw_count)))
+                out.discard(name)
+        return sorted(out)
+
+    def missing(self, partitions: Iterable[str]) -> list[str]:
+        """Which of these topic partitions are gone (deleted: neither listed nor stored)."""
+        names = list(partitions)
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            namespace = name.split("://", 1)[1].rsplit("/", 1)[0]
+            pipe.sismember(self.keys.namespace_topics(namespace), name)
+            pipe.exists(self.keys.topic(name).stream)
+        flags = self._call("look up topics", pipe.execute)
+        return [name for i, name in enumerate(names) if not flags[2 * i] and not flags[2 * i + 1]]
+
+    # -- positions ---------------------------------------------------------------------
+
+    def last_positions(self, partitions: Sequence[str]) -> dict[str, Position]:
+        """The position of each partition's last entry now (``BEGINNING`` when empty)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for name in partitions:
+            pipe.xrevrange(self.keys.topic(name).stream, "+", "-", count=1)
+        replies = self._call("read the last entries", pipe.execute)
+        out = {}
+        for name, reply in zip(partitions, replies, strict=True):
+            out[name] = Position.parse(_text(reply[0][0])) if reply else BEGINNING
+        return out
+
+    def position_at_time(self, partition: str, ms: int) -> Position:
+        """The position just before the first entry appended at or after ``ms``."""
+        del partition  # stream ids are append times: no lookup needed
+        return Position(ms - 1, 2**64 - 1) if ms > 0 else BEGINNING
+
+    def advance(
+        self,
+        partition: str,
+        start: Position,
+        bound: Position,
+        max_entries: int | None,
+        max_bytes: int | None,
+    ) -> Position:
+        """The furthest position after ``start`` (up to ``bound``) within the budgets."""
+        if max_entries is None and max_bytes is None:
+            return bound
+        reply = self._call(
+            "plan a micro-batch",
+            self.redis.eval,
+            _ADVANCE_LUA,
+            1,
+            self.keys.topic(partition).stream,
+            start.range_start(),
+            bound.stream_id,
+            max_entries if max_entries is not None else 2**53,
+            max_bytes or 0,
+            BLOB,
+        )
+        last = reply[0]
+        if not last:
+            return start
+        position = Position.parse(_text(last))
+        # a partly read end entry: its remaining messages are admitted too
+        return bound if position.entry_key() == bound.entry_key() else position
+
+    # -- reading -----------------------------------------------------------------------
+
+    def lost_after(self, partition: str, position: Position) -> str | None:
+        """Why entries after ``position`` may be gone, or None when none are."""
+        try:
+            info = self._call(
+                "check for removed entries",
+                self.redis.execute_command,
+                "XINFO",
+                "STREAM",
+                self.keys.topic(partition).stream,
+            )
+        except redis.ResponseError:
+            return f"topic {partition} was deleted"
+        # redis-py answers XINFO STREAM as a dict of text keys
+        fields = {_text(k): v for k, v in info.items()}
+        deleted = fields.get("max-deleted-entry-id")
+        if deleted is not None:
+            removed = Position.parse(_text(deleted))
+            if position.precedes(removed):
+                return f"entries of {partition} up to {removed.stream_id} were removed"
+            return None
+        # Redis 6.2 has no deletion mark: an oldest entry past the position is the hint
+        first = fields.get("first-entry")
+        if first and position != BEGINNING:
+            oldest = Position.parse(_text(first[0]))
+            if position.precedes(Position(oldest.ms, oldest.seq - 1) if oldest.seq else oldest):
+                return f"entries of {partition} before {oldest.stream_id} were removed"
+        return None
+
+    def read(self, partition: str, start: Position, end: Position) -> Iterator[StoredEntry]:
+        """The entries after ``start`` up to and including ``end``'s entry, in id order,
+        ``READ_CHUNK`` per round trip."""
+        key = self.keys.topic(partition).stream
+        index = _partition_index(partition)
+        low = start.range_start()
+        while True:
+            chunk = self._call(
+                "read a topic", self.redis.xrange, key, low, end.stream_id, READ_CHUNK
+            )
+            for stream_id, fields in chunk:
+                yield StoredEntry.parse(stream_id, _flat(fields), index)
+            if len(chunk) < READ_CHUNK:
+                return
+            low = "(" + _text(chunk[-1][0])
+
+    def schemas(self, topic: str) -> list[SchemaData]:
+        """Every schema version of a (partitioned) topic, oldest first."""
+        raw = self._call(
+            "read the topic's schema", self.redis.lrange, self.keys.topic(topic).schemas, 0, -1
+        )
+        return [SchemaData.from_json(item) for item in raw]
+
+
+def _flat(fields: Mapping[bytes, bytes]) -> list[bytes]:
+    flat: list[bytes] = []
+    for name, value in fields.items():
+        flat += (name, value)
+    return flat
+
+
+def _partition_index(partition: str) -> int:
+    _, sep, index = partition.rpartition(PARTITION_SUFFIX)
+    return int(index) if sep and index.isdigit() else -1
