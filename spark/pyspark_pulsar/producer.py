@@ -58,8 +58,7 @@ from urllib.parse import urlsplit
 
 from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.adapters.pulsar_binary.entry_format import compress
-from pulsar_gateway.core.errors import InvalidTopicName
-from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core import InvalidTopicName, parse_topic_name
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["BatchProducer", "OutgoingRow", "PulsarClientError", "PulsarConnection"]

@@ -91,7 +91,7 @@ def _millis(value: Any) -> int:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.astimezone()  # Spark hands local naive datetimes
-        return (value - _EPOCH) // dt.timedelta(milliseconds=1)
+        return int((value - _EPOCH) // dt.timedelta(milliseconds=1))
     return int(value)
 
 
@@ -266,7 +266,9 @@ class _Layout:
             return b"" if item is None else encoder(item)
 
         return pb.Schema(
-            name=pb.Schema.Type.Name(schema_type), type=schema_type, schema_data=b""
+            name=pb.Schema.Type.Name(schema_type),
+            type=schema_type,  # type: ignore[arg-type]
+            schema_data=b"",
         ), encode
 
 

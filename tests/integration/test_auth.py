@@ -337,3 +337,14 @@ def test_rest_produce_needs_produce_permission(secured: GatewayThread) -> None:
     assert admin_as(token("app"), "POST", url, body) == (403, refused)
     grant(secured, "public/default", "app", ["produce"])
     assert admin_as(token("app"), "POST", url, body)[0] not in (401, 403)
+
+
+def test_internal_configuration_is_for_superusers(secured: GatewayThread, redis_url: str) -> None:
+    # Pulsar's BrokersBase.getInternalConfigurationData: where storage is, superusers only
+    url = secured.http_url + "/admin/v2/brokers/internal-configuration"
+    assert admin_as(None, "GET", url)[0] == 401
+    assert admin_as(token(TENANT_ADMIN), "GET", url)[0] == 403
+    status, body = admin_as(token(SUPERUSER), "GET", url)
+    assert status == 200
+    assert body["metadataStoreUrl"] == redis_url
+    assert body["ledgersRootPath"] == "pgw"

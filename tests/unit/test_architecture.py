@@ -22,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "pulsar_gateway"
+#: The Spark data source, installed as the top-level package ``pyspark_pulsar``.
+SPARK = ROOT / "spark"
 
 #: The core's layers, bottom first; a module may import its own layer and those below.
 CORE_LAYERS = (
@@ -50,7 +52,8 @@ class Import:
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    base = SPARK if path.is_relative_to(SPARK) else ROOT
+    parts = list(path.relative_to(base).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -59,7 +62,7 @@ def _module_name(path: Path) -> str:
 def _sources() -> dict[str, Path]:
     return {
         _module_name(path): path
-        for path in PACKAGE.rglob("*.py")
+        for path in [*PACKAGE.rglob("*.py"), *(SPARK / "pyspark_pulsar").rglob("*.py")]
         if not path.name.endswith("_pb2.py")
     }
 
@@ -214,6 +217,52 @@ def test_adapters_use_only_the_core_public_api() -> None:
                 continue
             if imp.module != "pulsar_gateway.core" or imp.name not in public:
                 wrong.append(f"{name}:{imp.line} {imp.module}.{imp.name}")
+    assert wrong == []
+
+
+#: What the Spark data source may take from the gateway besides the core's public API:
+#: the key schema and stored-entry format it reads Redis with (DESIGN.md "One module owns the
+#: key schema and one the stored-entry format, and the Spark reader imports both"), the
+#: single-message codec, the binary protocol's codec and the Java client's key routing.
+SPARK_MAY_IMPORT = (
+    "pulsar_gateway.core.storage.keys",
+    "pulsar_gateway.core.model.entry",
+    "pulsar_gateway.adapters.messages",
+    "pulsar_gateway.adapters.pulsar_binary.codec",
+    "pulsar_gateway.adapters.pulsar_binary.entry_format",
+    "pulsar_gateway.adapters.websocket.routing",
+    "pulsar_gateway.proto",
+)
+
+
+def test_the_spark_source_uses_only_the_shared_modules() -> None:
+    public = _public_api()
+    assert "pyspark_pulsar.source" in SOURCES
+    wrong = []
+    for name, imports in IMPORTS.items():
+        if not name.startswith("pyspark_pulsar"):
+            continue
+        for imp in imports:
+            module = imp.module
+            if not module.startswith("pulsar_gateway"):
+                continue
+            if module == "pulsar_gateway.core" and imp.name in public:
+                continue
+            if module == "pulsar_gateway.adapters.pulsar_binary" and imp.name == "codec":
+                continue
+            if not module.startswith(SPARK_MAY_IMPORT):
+                wrong.append(f"{name}:{imp.line} {module}.{imp.name}")
+    assert wrong == []
+
+
+def test_the_gateway_knows_no_spark() -> None:
+    wrong = [
+        f"{name}:{imp.line} {imp.module}"
+        for name, imports in IMPORTS.items()
+        if name.startswith("pulsar_gateway")
+        for imp in imports
+        if imp.module.startswith(("pyspark", "pyspark_pulsar"))
+    ]
     assert wrong == []
 
 
