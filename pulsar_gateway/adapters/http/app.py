@@ -2,8 +2,9 @@
 
 ``GET /admin/v2/brokers/health`` answers ``ok`` (Pulsar's ``BrokersBase.healthCheck``) when
 Redis answers, else 503 with a JSON ``reason``. ``GET /admin/v2/brokers/internal-configuration``
-says where the fleet's Redis is (``InternalConfigurationData``), for the Spark data source. ``GET /metrics`` is the Prometheus text
-format. Unknown paths get a 404 with a JSON body, like the rest of the admin API.
+says where the fleet's Redis is (``InternalConfigurationData``), for the Spark data source.
+``GET /metrics`` is the Prometheus text format. Unknown paths get a 404 with a JSON body,
+like the rest of the admin API.
 """
 
 from __future__ import annotations
