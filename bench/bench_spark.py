@@ -288,8 +288,9 @@ class SparkBench:
     def start_spark(self) -> None:
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-        import pyspark_pulsar
         from pyspark.sql import SparkSession
+
+        import pyspark_pulsar
 
         local_dir = self.env.workdir / "spark-local"
         local_dir.mkdir()

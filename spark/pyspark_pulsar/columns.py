@@ -15,6 +15,7 @@ batch index and batch size, as the official client's ids carry them.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import io
 import json
@@ -214,6 +215,36 @@ class ValueFormat:
         return StructType([*self.value_fields(), *META_FIELDS])
 
 
+def _json_converter(data_type: DataType) -> Callable[[Any], Any]:
+    """A JSON value as the column of ``data_type`` takes it; None when it does not fit."""
+
+    def typed(*kinds: type) -> Callable[[Any], Any]:
+        return lambda v: v if isinstance(v, kinds) and not isinstance(v, bool) else None
+
+    if isinstance(data_type, TimestampType):
+        # Pulsar's JSON schema writes timestamp-millis fields as ms numbers
+        return lambda v: v * 1000 if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(data_type, DateType):
+        return lambda v: (
+            _EPOCH_DATE + dt.timedelta(days=v)
+            if isinstance(v, int) and not isinstance(v, bool)
+            else None
+        )
+    if isinstance(data_type, BooleanType):
+        return lambda v: v if isinstance(v, bool) else None
+    if isinstance(data_type, ByteType | ShortType | IntegerType | LongType):
+        return typed(int)
+    if isinstance(data_type, FloatType | DoubleType):
+        return lambda v: (
+            float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+        )
+    if isinstance(data_type, StringType):
+        return typed(str)
+    if isinstance(data_type, BinaryType):
+        return lambda v: base64.b64decode(v) if isinstance(v, str) else None
+    return lambda v: v  # nested values go to Arrow as they are
+
+
 class RowBatcher:
     """Turns messages into Arrow record batches of the source's schema (on an executor)."""
 
@@ -232,11 +263,19 @@ class RowBatcher:
         self._reader_schema = (
             fastavro.parse_schema(_record_schema(latest)) if self._record and latest else None
         )
+        # JSON values arrive as JSON types: each field is converted to its column's type,
+        # and a value of the wrong type is null (the reference connector's PERMISSIVE mode)
+        self._json_fields = [
+            (f.name, _json_converter(f.dataType))
+            for f in (fmt.value_fields() if fmt.type == pb.Schema.Json else [])
+        ]
 
     def __len__(self) -> int:
         return len(self._columns[0])
 
-    def add(self, topic: str, message: ReceivedMessage) -> None:
+    def add(self, topic: str, message: ReceivedMessage, message_id: bytes | None = None) -> None:
+        """Add one message's row; ``message_id`` overrides its serialized id (a chunked
+        message's)."""
         columns = self._columns
         values = self._values(message)
         for i, value in enumerate(values):
@@ -244,7 +283,11 @@ class RowBatcher:
         base = len(values)
         columns[base].append(message.key.encode() if message.key is not None else None)
         columns[base + 1].append(topic)
-        columns[base + 2].append(serialize_message_id(message.message_id, message.batch_size))
+        columns[base + 2].append(
+            message_id
+            if message_id is not None
+            else serialize_message_id(message.message_id, message.batch_size)
+        )
         columns[base + 3].append(message.publish_time * 1000)
         columns[base + 4].append(message.event_time * 1000 if message.event_time > 0 else None)
         columns[base + 5].append(list(message.properties.items()))
@@ -258,6 +301,8 @@ class RowBatcher:
         record = self._decode_record(message)
         if not isinstance(record, dict):
             return [None] * len(self.value_names)
+        if self._json_fields:
+            return [convert(record.get(name)) for name, convert in self._json_fields]
         return [record.get(name) for name in self.value_names]
 
     def _decode_record(self, message: ReceivedMessage) -> Any:

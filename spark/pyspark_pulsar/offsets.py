@@ -9,23 +9,26 @@ end, so replaying a micro-batch from the checkpoint reads exactly the same entri
 what makes reads exactly-once.
 
 In the checkpoint (Spark stores ``json.dumps`` of the dict verbatim in ``offsets/N``) an
-offset is ``{"persistent://t/ns/topic-partition-0": "1700000000000-3", ...}``: the stream id
+offset is ``{"persistent://t/ns/topic-partition-0": "1700000000000-3@42", ...}``: the stream id
 of the last consumed entry, ``"0-0"`` for none; ``"<id>:<i>"`` when only messages 0..i of a
-batch entry were consumed (a user's starting message id can point inside a batch).
+batch entry were consumed (a user's starting message id can point inside a batch); and after
+``@``, when known, how many entries the stream had received up to that one (Redis's
+``entries-added``), which is what tells exactly whether retention removed entries the query
+has not read (:meth:`pyspark_pulsar.storage.TopicStore.lost_after`).
 
 User-given offsets (``startingOffsets``/``endingOffsets``) take the reference connector's
 JSON form: topic name -> the message id's serialized ``MessageIdData`` as an array of
 (signed) bytes, what Java's ``MessageId.toByteArray()`` and Python's ``serialize()`` give;
 the strings ``"earliest"``/``"latest"`` are accepted per topic too. As there, a starting
-message id is exclusive (reading starts after it) and an ending message id is exclusive
-(reading stops before it).
+message id is inclusive (reading starts with it) and an ending message id is inclusive of its
+whole entry (reading stops after the last message of its batch).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from pulsar_gateway.adapters.messages import deserialize_message_id
@@ -46,31 +49,45 @@ _MAX_SEQ: Final = 2**64 - 1
 @dataclass(frozen=True, slots=True)
 class Position:
     """Consumed through entry ``(ms, seq)``; through only its messages ``0..batch_index``
-    when ``batch_index >= 0``, the whole entry when -1."""
+    when ``batch_index >= 0``, the whole entry when -1.
+
+    ``added`` is how many entries the stream had received up to and including this one
+    (-1: not known). It takes no part in comparisons: it is a fact about the entry, not a
+    place in the stream.
+    """
 
     ms: int
     seq: int
     batch_index: int = -1
+    added: int = field(default=-1, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> Position:
-        """Read ``"ms-seq"`` or ``"ms-seq:i"``.
+        """Read ``"ms-seq"``, ``"ms-seq:i"``, either followed by ``"@added"``.
 
         Raises:
             ValueError: not a position.
         """
-        entry, _, index = text.partition(":")
+        place, _, added = text.partition("@")
+        entry, _, index = place.partition(":")
         ms, dash, seq = entry.partition("-")
         if not dash:
             raise ValueError(f"not a stream position: {text!r}")
-        position = cls(int(ms), int(seq), int(index) if index else -1)
-        if position.ms < 0 or not 0 <= position.seq <= _MAX_SEQ or position.batch_index < -1:
+        position = cls(int(ms), int(seq), int(index) if index else -1, int(added) if added else -1)
+        if (
+            position.ms < 0
+            or not 0 <= position.seq <= _MAX_SEQ
+            or position.batch_index < -1
+            or position.added < -1
+        ):
             raise ValueError(f"not a stream position: {text!r}")
         return position
 
     def __str__(self) -> str:
-        entry = f"{self.ms}-{self.seq}"
-        return entry if self.batch_index < 0 else f"{entry}:{self.batch_index}"
+        text = f"{self.ms}-{self.seq}"
+        if self.batch_index >= 0:
+            text += f":{self.batch_index}"
+        return text if self.added < 0 else f"{text}@{self.added}"
 
     @property
     def stream_id(self) -> str:
@@ -130,7 +147,7 @@ def decode_id_array(value: object, where: str) -> MessageId:
         ValueError: naming ``where`` (option and topic).
     """
     if not isinstance(value, list) or not all(
-        isinstance(b, int) and -128 <= b <= 255 for b in value
+        isinstance(b, int) and not isinstance(b, bool) and -128 <= b <= 255 for b in value
     ):
         raise ValueError(
             f'{where}: expected "earliest", "latest" or a message id as an array of bytes '

@@ -78,8 +78,10 @@ _COMMON: Final = frozenset(
         REDIS_KEY_PREFIX,
         AUTH_PLUGIN,
         AUTH_PARAMS,
-        # Spark's own: the file and console sinks pass it through; harmless here
+        # Spark's own, passed to every source and sink: not ours to refuse
         "path",
+        "checkpointlocation",
+        "queryname",
     }
 )
 _SOURCE_ONLY: Final = frozenset(
@@ -174,6 +176,8 @@ class Bound:
 
     default: Spec
     per_topic: Mapping[str, Spec] = field(default_factory=dict)
+    #: the option the per-topic values came from (for messages)
+    option: str = ""
 
     def for_topic(self, topic: str) -> Spec:
         return self.per_topic.get(topic, self.default)
@@ -377,11 +381,11 @@ def _bound(
     if offsets_key in options:
         name, text, per_value = offsets_name, options[offsets_key].strip(), _offset_spec
         if text.lower() in ("earliest", "latest"):
-            return Bound(Edge(text.lower()))
+            return Bound(Edge(text.lower()), option=name)
     elif time_key in options:
         name, text, per_value = time_name, options[time_key].strip(), _time_spec
         if text.lstrip("-").isdigit():
-            return Bound(_time_spec(int(text), name))
+            return Bound(_time_spec(int(text), f"option {name!r}"), option=name)
     else:
         return Bound(default)
     try:
@@ -402,7 +406,7 @@ def _bound(
     for topic, value in parsed.items():
         full = str(_topic(topic, name))
         per_topic[full] = per_value(value, f"option {name!r}, topic {full!r}")
-    return Bound(default, per_topic)
+    return Bound(default, per_topic, name)
 
 
 def _offset_spec(value: object, where: str) -> Spec:

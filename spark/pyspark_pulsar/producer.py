@@ -18,7 +18,8 @@ What is spoken, by section of the protocol brief the gateway's binary adapter ci
 
 * 2.1 CONNECT / CONNECTED, protocol version 20, token auth in ``auth_method_name`` and
   ``auth_data`` (2.2). An ERROR before CONNECTED is the gateway's refusal.
-* 3.1 PARTITIONED_METADATA, answered by its own RESPONSE type (failures too, 3.6).
+* 3.1 PARTITIONED_METADATA, answered by its own RESPONSE type (failures too, 3.6); GET_SCHEMA
+  likewise, to name the topic's schema when a producer is refused with IncompatibleSchema.
 * 3.2 PRODUCER / PRODUCER_SUCCESS with ``user_provided_producer_name``; ProducerBusy is
   retried with backoff (6.2) because a dead previous attempt may hold the name until the
   gateway notices. SEND / SEND_RECEIPT / SEND_ERROR, pipelined: receipts come back in send
@@ -257,6 +258,26 @@ class PulsarConnection:
             raise PulsarClientError._from_code(answer.error, answer.message)
         return int(answer.partitions)
 
+    def schema(self, topic: str) -> pb.Schema | None:
+        """The topic's latest schema (GET_SCHEMA); None when it has none.
+
+        Used to explain a refused producer (IncompatibleSchema) in the caller's terms.
+
+        Raises:
+            PulsarClientError: the gateway failed the lookup for another reason.
+        """
+        request_id = self._request_id()
+        cmd = pb.BaseCommand(type=T.GET_SCHEMA)
+        cmd.getSchema.topic = _full_topic(topic)
+        cmd.getSchema.request_id = request_id
+        answer = self._request(cmd, request_id, "GET_SCHEMA_RESPONSE").getSchemaResponse
+        # Failures come in the response itself; "no schema" is TopicNotFound (brief 3.6).
+        if answer.HasField("error_code"):
+            if answer.error_code == pb.TopicNotFound:
+                return None
+            raise PulsarClientError._from_code(answer.error_code, answer.error_message)
+        return answer.schema if answer.HasField("schema") else None
+
     def create_producer(
         self,
         topic: str,
@@ -414,6 +435,8 @@ class PulsarConnection:
             self._responses[cmd.error.request_id] = cmd
         elif kind == T.PARTITIONED_METADATA_RESPONSE:
             self._responses[cmd.partitionMetadataResponse.request_id] = cmd
+        elif kind == T.GET_SCHEMA_RESPONSE:
+            self._responses[cmd.getSchemaResponse.request_id] = cmd
         elif kind == T.CLOSE_PRODUCER:
             # The gateway dropped the producer (fencing, topic deleted or unloaded). The
             # official client would re-create it and resend; here the task fails and Spark

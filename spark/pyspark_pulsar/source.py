@@ -37,13 +37,16 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from pulsar_gateway.adapters.messages import MessageFormatError, unpack_entry
-from pulsar_gateway.core import PARTITION_SUFFIX, MessageId
+from pulsar_gateway.adapters.pulsar_binary.codec import CodecError, make_blob, parse_blob
+from pulsar_gateway.core import PARTITION_SUFFIX, MessageId, StoredEntry
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from pyspark_pulsar.columns import RowBatcher, ValueFormat
 from pyspark_pulsar.offsets import BEGINNING, Offsets, Position, position_before
 from pyspark_pulsar.options import (
     AtTime,
     Bound,
     Edge,
+    OptionError,
     SourceOptions,
     parse_sink_options,
     parse_source_options,
@@ -99,10 +102,13 @@ class PulsarDataSource(DataSource):
     def _format(self, options: SourceOptions, store: TopicStore) -> ValueFormat:
         selection = options.selection
         if selection.pattern is None:
-            store.topic_partitions(selection, must_exist=True)  # unknown topics fail at load
+            # unknown topics fail at load
+            partitions = store.topic_partitions(selection, must_exist=True)
             bases = [str(topic) for topic in selection.topics]
         else:
-            bases = sorted({_base(p) for p in store.topic_partitions(selection, must_exist=False)})
+            partitions = store.topic_partitions(selection, must_exist=False)
+            bases = sorted({_base(p) for p in partitions})
+        _check_offset_topics(options, {*partitions, *bases})
         return ValueFormat.of_topics(
             [store.schemas(base) for base in bases], options.allow_different_schemas
         )
@@ -130,6 +136,24 @@ class PulsarDataSource(DataSource):
         from pyspark_pulsar.writer import PulsarStreamWriter
 
         return PulsarStreamWriter(parse_sink_options(self.options), schema, overwrite)
+
+
+def _check_offset_topics(options: SourceOptions, names: set[str]) -> None:
+    """Refuse offsets or times for a topic the query does not read (a misspelt name would
+    otherwise silently get the default), as the reference connector does.
+
+    Raises:
+        OptionError: naming the option and the topic.
+    """
+    pattern = options.selection.pattern
+    for bound in (options.start, options.end):
+        for topic in bound.per_topic:
+            if topic in names or (pattern is not None and pattern.fullmatch(_base(topic))):
+                continue
+            raise OptionError(
+                f"option {bound.option!r} names {topic}, which is not among the topics read "
+                f"({options.selection.describe()})"
+            )
 
 
 def _base(partition: str) -> str:
@@ -188,20 +212,28 @@ class _RangeReading:
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            # PySpark plans a batch read with no partitions as one InputPartition(None)
+            return
         start, end = Position.parse(partition.start), Position.parse(partition.end)
         lost = self.store.lost_after(partition.topic, start)
         if lost is not None:
-            if self.options.fail_on_data_loss:
-                raise DataLossError(f"{lost}. {FAIL_ON_DATA_LOSS_TRUE}")
-            log.warning("%s. %s", lost, FAIL_ON_DATA_LOSS_FALSE)
+            self._report_loss(lost)
         batcher = RowBatcher(self.fmt, self.schema)
         index = _partition_index(partition.topic)
+        entries = 0
         for entry in self.store.read(partition.topic, start, end):
+            entries += 1
             message_id = entry.message_id
             key = (message_id.ledger_id, message_id.entry_id)
+            blob, id_bytes = entry.blob, None
+            if entry.chunk is not None:
+                whole = self._whole_chunked_message(partition.topic, entry)
+                if whole is None:
+                    continue  # read with its message's last chunk
+                blob, id_bytes = whole
             try:
-                messages = unpack_entry(message_id.stream_id, entry.blob, partition=index)
+                messages = unpack_entry(message_id.stream_id, blob, partition=index)
             except MessageFormatError as exc:
                 raise DataLossError(
                     f"entry {message_id} of {partition.topic} cannot be read: {exc}"
@@ -216,11 +248,59 @@ class _RangeReading:
                     continue
                 if key == end.entry_key() and not end.whole and batch_index > end.batch_index:
                     continue
-                batcher.add(partition.topic, message)
+                batcher.add(partition.topic, message, id_bytes)
             if len(batcher) >= batcher.size:
                 yield batcher.take()
         if len(batcher):
             yield batcher.take()
+        if lost is None and start.whole and end.whole and 0 <= start.added <= end.added:
+            # retention trimming the head while this read was under way
+            expected = end.added - start.added
+            if entries < expected:
+                self._report_loss(
+                    f"{expected - entries} entries of {partition.topic} between "
+                    f"{start.stream_id} and {end.stream_id} were removed while being read"
+                )
+
+    def _whole_chunked_message(
+        self, topic: str, entry: StoredEntry
+    ) -> tuple[bytes, bytes | None] | None:
+        """A chunked message (a payload the producer split, one entry per chunk), read with
+        its last chunk: its entry as if it had been sent whole, and its id as the official
+        clients give it (the last chunk's, with ``first_chunk_message_id``). None for any
+        other chunk, so that the message is read once, by the range holding its last chunk.
+        """
+        try:
+            last = parse_blob(entry.blob)
+        except CodecError as exc:
+            raise DataLossError(
+                f"entry {entry.message_id} of {topic} cannot be read: {exc}"
+            ) from None
+        metadata = last.metadata
+        total, index = metadata.num_chunks_from_msg, metadata.chunk_id
+        if total <= 1:
+            return entry.blob, None
+        if index + 1 < total:
+            return None
+        chunks = self.store.earlier_chunks(topic, entry, metadata.uuid, index)
+        if len(chunks) < index:
+            self._report_loss(
+                f"chunks of the chunked message {metadata.uuid!r} ending at entry "
+                f"{entry.message_id.stream_id.decode()} of {topic} were removed"
+            )
+            return None
+        payload = b"".join(parse_blob(chunk.blob).payload for chunk in chunks) + last.payload
+        whole = pb.MessageMetadata()
+        whole.CopyFrom(metadata)
+        for name in ("uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size"):
+            whole.ClearField(name)
+        first = chunks[0].message_id if chunks else entry.message_id
+        return make_blob(whole, payload), _chunked_id(first, entry.message_id)
+
+    def _report_loss(self, message: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{message}. {FAIL_ON_DATA_LOSS_TRUE}")
+        log.warning("%s. %s", message, FAIL_ON_DATA_LOSS_FALSE)
 
     def _ranges(
         self, start: Mapping[str, Position], end: Mapping[str, Position]
@@ -231,6 +311,19 @@ class _RangeReading:
             if begin.precedes(end[topic]):
                 ranges.append(RangePartition(topic, str(begin), str(end[topic])))
         return ranges
+
+
+def _chunked_id(first: MessageId, last: MessageId) -> bytes:
+    """The serialized id of a chunked message: its last chunk's id with the first chunk's
+    as ``first_chunk_message_id`` (what Java's ``ChunkMessageIdImpl.toByteArray()`` and the
+    Python client's ``serialize()`` give)."""
+    data = pb.MessageIdData(ledgerId=last.ledger_id, entryId=last.entry_id)
+    data.first_chunk_message_id.ledgerId = first.ledger_id
+    data.first_chunk_message_id.entryId = first.entry_id
+    if last.partition >= 0:
+        data.partition = last.partition
+        data.first_chunk_message_id.partition = first.partition
+    return data.SerializeToString()
 
 
 def _partition_index(partition: str) -> int:
@@ -300,7 +393,10 @@ class PulsarStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerA
             topics = self.store.topic_partitions(self.options.selection, must_exist=False)
             bounds = self.store.last_positions(topics)
         self._drop_deleted(current, bounds)
-        end = {topic: current.get(topic) for topic in bounds}
+        current = self._forget_recreated(current, bounds)
+        # where nothing moves the offset stays, but for a deleted stream (failOnDataLoss
+        # false): back to the beginning
+        end = {t: b if b.precedes(current.get(t)) else current.get(t) for t, b in bounds.items()}
         moving = [t for t, b in bounds.items() if current.get(t).precedes(b)]
         max_entries, max_bytes = self._budgets(limit)
         for topic in moving:
@@ -325,18 +421,40 @@ class PulsarStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerA
         return entries, size
 
     def _drop_deleted(self, current: Offsets, bounds: dict[str, Position]) -> None:
+        """Report the topic partitions that are gone, and forget them: those no longer
+        listed and not stored leave the offset, those still named but without a stream
+        start again from ``BEGINNING`` (``bounds`` has it), so that a topic created again
+        under the name is read from its start and the loss is reported once."""
         known = [topic for topic in current.positions if topic not in bounds]
-        if not known:
-            return
-        gone = set(self.store.missing(known))
+        gone = set(self.store.missing(known)) if known else set()
+        # a stream that ends before what was read from it: deleted (stream ids only grow,
+        # and an emptied stream keeps its last id)
+        gone.update(t for t, bound in bounds.items() if bound.precedes(current.get(t)))
         if gone:
-            message = f"{', '.join(sorted(gone))} are gone. Some data may have been missed"
-            if self.options.fail_on_data_loss:
-                raise DataLossError(f"{message}. {FAIL_ON_DATA_LOSS_TRUE}")
-            log.warning("%s. %s", message, FAIL_ON_DATA_LOSS_FALSE)
+            names = sorted(gone)
+            self._report_loss(
+                f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} gone. "
+                "Some data may have been missed"
+            )
         for topic in known:
             if topic not in gone:
                 bounds[topic] = current.get(topic)  # not matched any more: stays where it is
+
+    def _forget_recreated(self, current: Offsets, bounds: Mapping[str, Position]) -> Offsets:
+        """A stream with fewer entries ever added than where the query stands was deleted
+        and created again between two micro-batches: its new entries (ids only grow) are
+        read, but the old count means nothing for it any more."""
+        positions = dict(current.positions)
+        for topic, position in current.positions.items():
+            bound = bounds.get(topic)
+            if bound is not None and 0 <= bound.added < position.added:
+                log.warning(
+                    "%s was deleted and created again since the last micro-batch; entries "
+                    "it had then and this query had not read are not known",
+                    topic,
+                )
+                positions[topic] = Position(position.ms, position.seq, position.batch_index)
+        return Offsets(positions)
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         return self._ranges(Offsets.from_json(start).positions, Offsets.from_json(end).positions)

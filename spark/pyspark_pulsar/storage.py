@@ -11,9 +11,12 @@ The reader holds no subscription: nothing is left behind when a query stops (the
 connector's durable per-query subscriptions are its users' "leftover subscriptions and
 phantom backlog"), and, as for any Pulsar reader, retention and TTL are what keep data
 readable. Data they removed behind a query's position is detected exactly: retention trims a
-stream's head only (``XTRIM MINID`` or ``XDEL`` of its oldest entries), so entries were lost
-after position *p* iff Redis's ``max-deleted-entry-id`` (``XINFO STREAM``, Redis 7) is
-above *p*.
+stream's head only (``XTRIM MINID``, or ``XDEL`` of its oldest entries), and Redis counts the
+entries a stream has ever received (``entries-added``, Redis 7), so with *a* the count up to
+position *p* (kept in the offset, :class:`pyspark_pulsar.offsets.Position`), entries after *p*
+were lost iff more than *a* entries are gone (``entries-added - length``). Where the count is
+not known (a user's starting offset or time, Redis 6.2), ``XDEL`` past *p* is still caught by
+Redis's ``max-deleted-entry-id``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ log = logging.getLogger(__name__)
 
 #: Entries per ``XRANGE`` round trip on the executors.
 READ_CHUNK: Final = 1024
+#: Entries per ``XREVRANGE`` round trip looking for a chunked message's earlier chunks, and
+#: at most how many entries back they are looked for (chunks of concurrent producers
+#: interleave, but a message's chunks are sent back to back).
+_CHUNK_PAGE: Final = 64
+_CHUNK_SCAN_LIMIT: Final = 100_000
 
 #: How the executors report lost data (the reference connector's wording, for Redis).
 FAIL_ON_DATA_LOSS_TRUE: Final = (
@@ -66,10 +74,20 @@ FAIL_ON_DATA_LOSS_FALSE: Final = (
 # Admission control in one round trip per topic partition: walk at most `max_entries`
 # entries after the start without sending them to the driver, stop before the one that
 # would pass `max_bytes` (always admitting one, so a query progresses past a large entry).
+# KEYS[1] the stream; ARGV start (XRANGE form), bound id, max entries, max bytes (0: none),
+# the blob field. Returns {last id walked or false, entries walked, their bytes,
+# entries-added or false (Redis 6.2), length}.
 _ADVANCE_LUA: Final = """
 local start, bound = ARGV[1], ARGV[2]
 local left, budget, blob = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local last, n, bytes = false, 0, 0
+local added, length = false, redis.call('XLEN', KEYS[1])
+if length > 0 then
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    if info[i] == 'entries-added' then added = info[i + 1] end
+  end
+end
 while left > 0 do
   local batch = redis.call('XRANGE', KEYS[1], start, bound, 'COUNT', math.min(left, 512))
   if #batch == 0 then break end
@@ -78,13 +96,46 @@ while left > 0 do
     for i = 1, #fields, 2 do
       if fields[i] == blob then size = #fields[i + 1] end
     end
-    if budget > 0 and n > 0 and bytes + size > budget then return {last, n, bytes} end
+    if budget > 0 and n > 0 and bytes + size > budget then
+      return {last, n, bytes, added, length}
+    end
     last, n, bytes, left = entry[1], n + 1, bytes + size, left - 1
     if left == 0 then break end
   end
   start = '(' .. last
 end
-return {last, n, bytes}
+return {last, n, bytes, added, length}
+"""
+
+# Where a stream ends, in one round trip per topic partition: KEYS[1] the stream. Returns
+# {the id of its last entry ever (also once retention emptied it; "0-0" for none),
+# entries-added or false (Redis 6.2)}, or {false, false} when there is no stream.
+_LAST_LUA: Final = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {false, false} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local last, added = false, false
+for i = 1, #info, 2 do
+  if info[i] == 'last-generated-id' then last = info[i + 1]
+  elseif info[i] == 'entries-added' then added = info[i + 1] end
+end
+return {last, added}
+"""
+
+# What retention removed from a stream: KEYS[1] the stream. Returns {max-deleted-entry-id
+# or false, entries-added or false, length, first entry id or false} (the *-added and
+# max-deleted fields are Redis 7's), or {} when there is no stream.
+_REMOVED_LUA: Final = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local deleted, added, length, first = false, false, 0, false
+for i = 1, #info, 2 do
+  local name, value = info[i], info[i + 1]
+  if name == 'max-deleted-entry-id' then deleted = value
+  elseif name == 'entries-added' then added = value
+  elseif name == 'length' then length = value
+  elseif name == 'first-entry' and value then first = value[1] end
+end
+return {deleted, added, length, first}
 """
 
 
@@ -282,14 +333,21 @@ class TopicStore:
     # -- positions ---------------------------------------------------------------------
 
     def last_positions(self, partitions: Sequence[str]) -> dict[str, Position]:
-        """The position of each partition's last entry now (``BEGINNING`` when empty)."""
+        """The position of each partition's last entry now, with the stream's entry count
+        (``BEGINNING`` when it has none; an emptied stream keeps its last id)."""
+        script = self.redis.register_script(_LAST_LUA)
         pipe = self.redis.pipeline(transaction=False)
         for name in partitions:
-            pipe.xrevrange(self.keys.topic(name).stream, "+", "-", count=1)
+            script(keys=[self.keys.topic(name).stream], client=pipe)
         replies = self._call("read the last entries", pipe.execute)
         out = {}
-        for name, reply in zip(partitions, replies, strict=True):
-            out[name] = Position.parse(_text(reply[0][0])) if reply else BEGINNING
+        for name, (last, added) in zip(partitions, replies, strict=True):
+            if not last:
+                out[name] = BEGINNING
+                continue
+            position = Position.parse(_text(last))
+            count = int(added) if added is not None else -1
+            out[name] = Position(position.ms, position.seq, added=count)
         return out
 
     def position_at_time(self, partition: str, ms: int) -> Position:
@@ -320,39 +378,49 @@ class TopicStore:
             max_bytes or 0,
             BLOB,
         )
-        last = reply[0]
+        last, walked, _, added, length = reply
         if not last:
             return start
         position = Position.parse(_text(last))
-        # a partly read end entry: its remaining messages are admitted too
-        return bound if position.entry_key() == bound.entry_key() else position
+        if position.entry_key() == bound.entry_key():
+            # a partly read end entry: its remaining messages are admitted too
+            return bound
+        return Position(
+            position.ms, position.seq, added=_count_through(start, walked, added, length)
+        )
 
     # -- reading -----------------------------------------------------------------------
 
     def lost_after(self, partition: str, position: Position) -> str | None:
-        """Why entries after ``position`` may be gone, or None when none are."""
-        try:
-            info = self._call(
-                "check for removed entries",
-                self.redis.execute_command,
-                "XINFO",
-                "STREAM",
-                self.keys.topic(partition).stream,
-            )
-        except redis.ResponseError:
+        """Why entries after ``position`` may be gone, or None when none are (never for
+        ``BEGINNING``: reading from the earliest entry is reading whatever is there)."""
+        if position == BEGINNING:
+            return None
+        script = self.redis.register_script(_REMOVED_LUA)
+        reply = self._call("check for removed entries", script, [self.keys.topic(partition).stream])
+        if not reply:
             return f"topic {partition} was deleted"
-        # redis-py answers XINFO STREAM as a dict of text keys
-        fields = {_text(k): v for k, v in info.items()}
-        deleted = fields.get("max-deleted-entry-id")
+        deleted, added, length, first = reply
+        if position.added >= 0 and added is not None:
+            # exact: the head is all retention removes, so the entries gone are the first
+            # `removed` ever added; those through the position were read already
+            removed = int(added) - int(length)
+            read = position.added if position.whole else position.added - 1
+            if removed > read:
+                return (
+                    f"{removed - read} entries of {partition} after {position.stream_id} "
+                    "were removed"
+                )
+            return None
         if deleted is not None:
-            removed = Position.parse(_text(deleted))
-            if position.precedes(removed):
-                return f"entries of {partition} up to {removed.stream_id} were removed"
+            # Redis 7 marks XDEL (not XTRIM) deletions
+            removed_id = Position.parse(_text(deleted))
+            if position.precedes(removed_id):
+                return f"entries of {partition} up to {removed_id.stream_id} were removed"
             return None
         # Redis 6.2 has no deletion mark: an oldest entry past the position is the hint
-        first = fields.get("first-entry")
         if first and position != BEGINNING:
-            oldest = Position.parse(_text(first[0]))
+            oldest = Position.parse(_text(first))
             if position.precedes(Position(oldest.ms, oldest.seq - 1) if oldest.seq else oldest):
                 return f"entries of {partition} before {oldest.stream_id} were removed"
         return None
@@ -373,12 +441,55 @@ class TopicStore:
                 return
             low = "(" + _text(chunk[-1][0])
 
+    def earlier_chunks(
+        self, partition: str, last: StoredEntry, uuid: str, count: int
+    ) -> list[StoredEntry]:
+        """Chunks ``0..count-1`` of the chunked message ``uuid`` whose chunk ``count`` is
+        ``last``, in chunk order, read backwards from it (chunks of other messages may sit
+        between them); fewer when some were removed.
+        """
+        key = self.keys.topic(partition).stream
+        wanted = {f"{i}:{uuid}".encode(): i for i in range(count)}
+        found: dict[int, StoredEntry] = {}
+        high = "(" + last.message_id.stream_id.decode()
+        scanned = 0
+        while len(found) < count and scanned < _CHUNK_SCAN_LIMIT:
+            chunk = self._call(
+                "read a chunked message", self.redis.xrevrange, key, high, "-", _CHUNK_PAGE
+            )
+            for stream_id, fields in chunk:
+                entry = StoredEntry.parse(stream_id, _flat(fields), last.message_id.partition)
+                index = wanted.get(entry.chunk) if entry.chunk is not None else None
+                if index is not None and index not in found:  # the latest copy of a chunk
+                    found[index] = entry
+            scanned += len(chunk)
+            if len(chunk) < _CHUNK_PAGE or 0 in found:
+                break
+            high = "(" + _text(chunk[-1][0])
+        return [found[i] for i in range(count) if i in found]
+
     def schemas(self, topic: str) -> list[SchemaData]:
         """Every schema version of a (partitioned) topic, oldest first."""
         raw = self._call(
             "read the topic's schema", self.redis.lrange, self.keys.topic(topic).schemas, 0, -1
         )
         return [SchemaData.from_json(item) for item in raw]
+
+
+def _count_through(start: Position, walked: int, added: int | None, length: int) -> int:
+    """How many entries a stream had received up to the entry ``walked`` entries after
+    ``start`` (-1 when that cannot be told): the entries removed from its head, then those
+    still there up to it."""
+    if added is None:
+        return -1  # Redis 6.2
+    removed = int(added) - int(length)
+    if start == BEGINNING:
+        before = 0
+    elif start.added >= 0:
+        before = start.added if start.whole else start.added - 1
+    else:
+        return -1
+    return max(before, removed) + int(walked)
 
 
 def _flat(fields: Mapping[bytes, bytes]) -> list[bytes]:

@@ -64,7 +64,12 @@ from pulsar_gateway.adapters.websocket.routing import java_string_hash
 from pulsar_gateway.core import PARTITION_SUFFIX, parse_topic_name
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from pyspark_pulsar.options import OptionError, SinkOptions
-from pyspark_pulsar.producer import BatchProducer, OutgoingRow, PulsarConnection
+from pyspark_pulsar.producer import (
+    BatchProducer,
+    OutgoingRow,
+    PulsarClientError,
+    PulsarConnection,
+)
 
 __all__ = ["PulsarBatchWriter", "PulsarStreamWriter", "WriteReport"]
 
@@ -118,21 +123,24 @@ _PRIMITIVES: Final[dict[type[DataType], tuple[int, Callable[[Any], bytes]]]] = {
 }
 
 
-def _avro_type(data_type: DataType, nullable: bool, name: str) -> Any:
-    """The Avro type of a Spark type (the reference connector's ``sqlType2ASchema``)."""
+def _avro_type(data_type: DataType, nullable: bool, name: str, namespace: str) -> Any:
+    """The Avro type of a Spark type (the reference connector's ``sqlType2ASchema``, after
+    spark-avro's ``toAvroType``): a nested record is named after its field, in the
+    namespace of the records around it, so two struct fields of the same name in different
+    records do not redefine one Avro name."""
     if isinstance(data_type, StructType):
-        avro: Any = _avro_record(data_type, name)
+        avro: Any = _avro_record(data_type, name, namespace)
     elif isinstance(data_type, ArrayType):
         avro = {
             "type": "array",
-            "items": _avro_type(data_type.elementType, data_type.containsNull, name),
+            "items": _avro_type(data_type.elementType, data_type.containsNull, name, namespace),
         }
     elif isinstance(data_type, MapType):
         if not isinstance(data_type.keyType, StringType):
             raise OptionError(f"column {name!r}: Avro maps need string keys")
         avro = {
             "type": "map",
-            "values": _avro_type(data_type.valueType, data_type.valueContainsNull, name),
+            "values": _avro_type(data_type.valueType, data_type.valueContainsNull, name, namespace),
         }
     elif isinstance(data_type, DateType):
         avro = {"type": "int", "logicalType": "date"}
@@ -156,15 +164,38 @@ def _avro_type(data_type: DataType, nullable: bool, name: str) -> Any:
     return [avro, "null"] if nullable else avro
 
 
-def _avro_record(struct_type: StructType, name: str) -> dict[str, Any]:
-    return {
-        "type": "record",
-        "name": name,
-        "fields": [
-            {"name": f.name, "type": _avro_type(f.dataType, f.nullable, f.name)}
-            for f in struct_type.fields
-        ],
-    }
+def _avro_record(struct_type: StructType, name: str, namespace: str = "") -> dict[str, Any]:
+    inner = f"{namespace}.{name}" if namespace else name
+    record: dict[str, Any] = {"type": "record", "name": name}
+    if namespace:
+        record["namespace"] = namespace
+    record["fields"] = [
+        {"name": f.name, "type": _avro_type(f.dataType, f.nullable, f.name, inner)}
+        for f in struct_type.fields
+    ]
+    return record
+
+
+def _nests_structs(data_type: DataType) -> bool:
+    if isinstance(data_type, StructType):
+        return True
+    if isinstance(data_type, ArrayType):
+        return _nests_structs(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _nests_structs(data_type.valueType)
+    return False
+
+
+def _plain(value: Any) -> Any:
+    """Nested structs (Rows, which are tuples) as dicts: fastavro would read a tuple in a
+    union as its ``(type name, value)`` notation."""
+    if isinstance(value, Row):
+        return value.asDict(recursive=True)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -173,6 +204,8 @@ class _Layout:
 
     schema: pb.Schema | None
     encode: Callable[[Row], bytes]
+    #: what the value is written as, for error messages ("column 'n' (int) as INT32")
+    describe: str
     #: positions of the metadata columns in a row (None: absent)
     topic_at: int | None = None
     key_at: int | None = None
@@ -224,7 +257,11 @@ class _Layout:
         }
         if len(values) == 1 and not isinstance(values[0].dataType, StructType):
             schema_, encode_ = cls._primitive(values[0], columns[0])
-            return cls(schema_, encode_, **meta)
+            written = "bytes without a schema" if schema_ is None else _schema_name(schema_)
+            describe = (
+                f"column {values[0].name!r} ({values[0].dataType.simpleString()}) as {written}"
+            )
+            return cls(schema_, encode_, describe, **meta)
         names = tuple(f.name for f in values)
         record_type = (
             values[0].dataType
@@ -235,12 +272,18 @@ class _Layout:
         definition = _avro_record(record_type, "topLevelRecord")
         parsed = fastavro.parse_schema(definition)
         single_struct = len(values) == 1
+        nested = any(_nests_structs(f.dataType) for f in values)
 
         def encode(row: Row) -> bytes:
             if single_struct:
-                record = row[columns[0]].asDict(True)
+                value = row[columns[0]]
+                if value is None:
+                    return b""  # as a null primitive: an empty payload
+                record = value.asDict(True)
             else:
                 record = {n: row[i] for n, i in zip(names, columns, strict=True)}
+                if nested:
+                    record = {n: _plain(v) for n, v in record.items()}
             buffer = io.BytesIO()
             fastavro.schemaless_writer(buffer, parsed, record)
             return buffer.getvalue()
@@ -248,7 +291,8 @@ class _Layout:
         avro_schema = pb.Schema(
             name="Avro", type=pb.Schema.Avro, schema_data=json.dumps(definition).encode()
         )
-        return cls(avro_schema, encode, **meta)
+        describe = f"columns {', '.join(repr(n) for n in names)} as an AVRO record"
+        return cls(avro_schema, encode, describe, **meta)
 
     @staticmethod
     def _primitive(value: StructField, at: int) -> tuple[pb.Schema | None, Callable[[Row], bytes]]:
@@ -291,13 +335,7 @@ class _TaskWriter:
         self.layout = layout
         self.producer_name = producer_name
         self.first_sequence_id = first_sequence_id
-        auth = options.auth
-        self.connection = PulsarConnection(
-            options.service_url,
-            auth_method="token" if auth.token else None,
-            auth_data=auth.token.encode() if auth.token else None,
-            operation_timeout=options.operation_timeout_ms / 1000,
-        )
+        self._connection: PulsarConnection | None = None
         self.partitions: dict[str, int] = {}
         self.targets: dict[str, _Target] = {}
         self.batches = 0
@@ -315,7 +353,22 @@ class _TaskWriter:
                 sum(t.producer.duplicates for t in self.targets.values()),
             )
         finally:
-            self.connection.close()
+            if self._connection is not None:
+                self._connection.close()
+
+    @property
+    def connection(self) -> PulsarConnection:
+        """The task's connection, made at its first row: a task without rows (most of a
+        stateful query's 200 shuffle partitions, often) connects to nothing."""
+        if self._connection is None:
+            auth = self.options.auth
+            self._connection = PulsarConnection(
+                self.options.service_url,
+                auth_method="token" if auth.token else None,
+                auth_data=auth.token.encode() if auth.token else None,
+                operation_timeout=self.options.operation_timeout_ms / 1000,
+            )
+        return self._connection
 
     def _add(self, row: Row) -> None:
         layout = self.layout
@@ -356,12 +409,24 @@ class _TaskWriter:
         return f"{full}{PARTITION_SUFFIX}{index}"
 
     def _open(self, name: str) -> _Target:
-        producer = self.connection.create_producer(
-            name,
-            self.producer_name,
-            schema=self.layout.schema,
-            compression=pb.CompressionType.Value(self.options.compression),
-        )
+        try:
+            producer = self.connection.create_producer(
+                name,
+                self.producer_name,
+                schema=self.layout.schema,
+                compression=pb.CompressionType.Value(self.options.compression),
+            )
+        except PulsarClientError as exc:
+            if exc.server_error != "IncompatibleSchema":
+                raise
+            # The gateway's reason names schema types by number: say it in the user's terms.
+            existing = self.connection.schema(name)
+            has = "no schema" if existing is None else f"schema {_schema_name(existing)}"
+            raise ValueError(
+                f"cannot write to {name}: the topic has {has}, and this DataFrame writes "
+                f"{self.layout.describe} ({exc}). Cast the value column to the topic's type, "
+                "or write to another topic."
+            ) from None
         target = _Target(producer, self.first_sequence_id, [])
         self.targets[name] = target
         return target
@@ -384,6 +449,14 @@ class _TaskWriter:
             target.producer.send_batch(rows, first)
         except CodecError as exc:
             raise ValueError(f"cannot publish to {name}: {exc}") from None
+
+
+def _schema_name(schema: pb.Schema) -> str:
+    """Pulsar's name of a schema type: ``INT32``, ``STRING``, ``AVRO``..."""
+    try:
+        return pb.Schema.Type.Name(schema.type).upper()
+    except ValueError:  # a type this proto does not know
+        return f"type {schema.type}"
 
 
 def _task() -> TaskContext:
@@ -430,11 +503,17 @@ class PulsarStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Row]) -> WriteReport:
         task = _task()
-        batch = int(task.getLocalProperty(BATCH_ID_PROPERTY) or 0)
-        query = task.getLocalProperty(QUERY_ID_PROPERTY) or "query"
+        # Both identify what a replay must reproduce; guessing either would make the
+        # gateway drop new rows as duplicates of another batch's or another query's.
+        batch, query = (task.getLocalProperty(p) for p in (BATCH_ID_PROPERTY, QUERY_ID_PROPERTY))
+        if batch is None or query is None:
+            raise RuntimeError(
+                f"the Spark task has no {BATCH_ID_PROPERTY!r}/{QUERY_ID_PROPERTY!r} local "
+                "property: a Pulsar stream writer runs in a micro-batch streaming query"
+            )
         name = f"spark-{query}-{task.partitionId()}"
         layout = _Layout.of(self.schema, self.options)
-        return _TaskWriter(self.options, layout, name, batch << 32).write(iterator)
+        return _TaskWriter(self.options, layout, name, int(batch) << 32).write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _log_reports(f"micro-batch {batchId}", messages)

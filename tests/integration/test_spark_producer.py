@@ -19,14 +19,14 @@ import jwt
 import pulsar
 import pytest
 import redis
+
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from pyspark_pulsar.producer import (
     BatchProducer,
     OutgoingRow,
     PulsarClientError,
     PulsarConnection,
 )
-
-from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread, free_port, stream_key
 
@@ -269,3 +269,21 @@ def test_pings_are_answered_between_sends(
         producer.send_batch([OutgoingRow(b"still here")], 0)
         producer.flush()
         assert producer.published == 1
+
+
+def test_schema_names_the_topics_schema(
+    gateway: GatewayThread, client_factory: Callable[..., Any], topic: str
+) -> None:
+    """GET_SCHEMA, which the writer uses to explain an IncompatibleSchema refusal."""
+    with PulsarConnection(gateway.url) as conn:
+        assert conn.schema(topic) is None  # no schema yet
+        producer = client_factory(gateway.url).create_producer(
+            topic, schema=pulsar.schema.StringSchema()
+        )
+        producer.close()
+        schema = conn.schema(topic)
+        assert schema is not None and schema.type == pb.Schema.String
+        int32 = pb.Schema(name="INT32", type=pb.Schema.Int32, schema_data=b"")
+        with pytest.raises(PulsarClientError, match="IncompatibleSchema"):
+            conn.create_producer(topic, "typed", schema=int32)
+        assert conn.partitions(topic) == 0  # the refusal left the connection usable
