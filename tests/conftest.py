@@ -10,6 +10,10 @@
   ``pulsar-gateway`` command, for signal and kill tests.
 * ``client_factory``: official ``pulsar.Client`` objects, closed after the test.
 
+Every gateway a test starts records the storage commands a Redis Cluster would refuse
+(keys of several slots, or a ``SCAN`` that sees one node); stopping it fails the test if
+there were any.
+
 Timeouts are written in units of ``TIMEOUT`` seconds, scaled by ``PGW_TEST_TIME_SCALE``.
 """
 
@@ -152,17 +156,45 @@ def redis_clean(redis_url: str) -> Iterator[redis.Redis]:
 # -- gateways ------------------------------------------------------------------------------
 
 
+def audit_slots(gateway: Gateway) -> list[str]:
+    """Record every command of ``gateway``'s storage lane that a Redis Cluster would refuse
+    (keys of several slots) or that would see one node only (``SCAN``); the list is checked
+    empty when the gateway stops, so every integration test also proves its traffic fits a
+    cluster."""
+    from pulsar_gateway.core.storage.slots import CrossSlot, command_slot
+
+    problems: list[str] = []
+    assert gateway.core is not None
+    lane = gateway.core.lane
+    submit = lane._submit
+
+    def checked(args: Any, script: Any, decode: Any) -> Any:
+        name = script.name if script is not None else str(args[0])
+        try:
+            command_slot(args)
+            if str(args[0]).upper() in ("SCAN", "KEYS"):
+                problems.append(f"{name}: walks one node's keys only")
+        except CrossSlot as exc:
+            problems.append(f"{name}: {exc}")
+        return submit(args, script, decode)
+
+    lane._submit = checked  # type: ignore[method-assign]
+    return problems
+
+
 class GatewayThread:
     """A real gateway on its own event loop in a background thread."""
 
     def __init__(self, config: GatewayConfig) -> None:
         self.gateway = Gateway(config)
+        self.slot_problems: list[str] = []
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def start(self) -> GatewayThread:
         self._thread.start()
         self.call(self.gateway.start())
+        self.slot_problems = audit_slots(self.gateway)
         return self
 
     def call(self, coro: Any, timeout: float = TIMEOUT) -> Any:
@@ -186,6 +218,7 @@ class GatewayThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(TIMEOUT)
             self.loop.close()
+        assert self.slot_problems == [], "commands a Redis Cluster would refuse"
 
 
 def make_config(redis_url: str, **overrides: Any) -> GatewayConfig:

@@ -529,11 +529,6 @@ class KeySchema:
     def namespace_partitioned(self, namespace: str) -> str:
         return f"{self.prefix}:ns:{{{namespace}}}:partitioned"
 
-    def namespace_topics_pattern(self) -> str:
-        """``SCAN MATCH`` glob of every namespace topic set (the prefix glob-escaped)."""
-        prefix = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in self.prefix)
-        return f"{prefix}:ns:*:topics"
-
     def namespace_policies(self, namespace: str) -> str:
         return f"{self.prefix}:policies:ns:{namespace}"
 

@@ -88,19 +88,22 @@ class PartitionedTopics:
 
     async def all_topics(self) -> list[str]:
         """Every topic and partition registered in any namespace, in random order (so
-        gateways walking them start at different topics)."""
-        names: set[str] = set()
-        cursor: bytes | int = 0
-        glob = self._keys.namespace_topics_pattern()
-        while True:
-            cursor, found = await self._lane.call(
-                "SCAN", cursor, "MATCH", glob, "COUNT", 500, "TYPE", "set"
-            )
-            members = await asyncio.gather(*(self._lane.call("SMEMBERS", key) for key in found))
-            names.update(name for batch in members for name in texts(batch))
-            if int(cursor) == 0:
-                break
-        topics = list(names)
+        gateways walking them start at different topics).
+
+        Read from the tenant and namespace registry (every topic registration records its
+        namespace there), one key per command: no ``SCAN``, which on a Redis Cluster would
+        walk one node's keys only.
+        """
+        lane, keys = self._lane, self._keys
+        tenants = texts(await lane.call("HKEYS", keys.tenants))
+        listed = await asyncio.gather(
+            *(lane.call("SMEMBERS", keys.tenant_namespaces(t)) for t in tenants)
+        )
+        namespaces = sorted({ns for batch in listed for ns in texts(batch)})
+        members = await asyncio.gather(
+            *(lane.call("SMEMBERS", keys.namespace_topics(ns)) for ns in namespaces)
+        )
+        topics = list({name for batch in members for name in texts(batch)})
         random.shuffle(topics)
         return topics
 

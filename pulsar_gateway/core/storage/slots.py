@@ -1,0 +1,70 @@
+"""Which Redis Cluster slot a command goes to (sans-I/O).
+
+A Redis Cluster serves each key from the master owning its hash slot (CRC16 of the key, or
+of its ``{hash tag}``, mod 16384; redis-py's ``key_slot``). A command or script whose keys
+span two slots is refused (``CROSSSLOT``), so every command the gateway sends must name keys
+of one slot; the key schema gives every key of a topic partition one hash tag for that
+reason (:mod:`.keys`). This module reads the keys out of the commands the storage lane
+sends, so the lane can route a command to its master and the tests can check that no
+command spans slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from redis.crc import key_slot
+
+__all__ = ["CrossSlot", "command_keys", "command_slot"]
+
+#: Commands whose arguments after the name are all keys.
+_ALL_KEYS: Final = frozenset({b"DEL", b"EXISTS", b"UNLINK", b"TOUCH"})
+#: Commands that name no key: any node answers them (``PUBLISH`` reaches every node's
+#: subscribers on a cluster, ``TIME`` and ``PING`` are node-local facts).
+_NO_KEY: Final = frozenset({b"TIME", b"PING", b"PUBLISH", b"SCAN", b"INFO", b"WAIT"})
+#: Script calls: ``EVALSHA sha numkeys key... arg...``.
+_SCRIPTS: Final = frozenset({b"EVALSHA", b"EVAL", b"EVALSHA_RO", b"EVAL_RO", b"FCALL"})
+
+
+class CrossSlot(ValueError):
+    """A command names keys of more than one slot."""
+
+
+def _bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return str(value).encode()
+
+
+def command_keys(args: Sequence[Any]) -> list[bytes]:
+    """The keys a command names, for the commands the gateway sends."""
+    name = _bytes(args[0]).upper()
+    if name in _NO_KEY:
+        return []
+    if name in _SCRIPTS:
+        count = int(args[2])
+        return [_bytes(key) for key in args[3 : 3 + count]]
+    if name in _ALL_KEYS:
+        return [_bytes(key) for key in args[1:]]
+    # every other command the gateway sends (X*, H*, S*, Z*, L*, GET, SET, PEXPIRE, TYPE,
+    # SPUBLISH...) names one key, first
+    return [_bytes(args[1])] if len(args) > 1 else []
+
+
+def command_slot(args: Sequence[Any]) -> int | None:
+    """The slot of the command's keys; None when it names none (any master may run it).
+
+    Raises:
+        CrossSlot: its keys are in different slots.
+    """
+    keys = command_keys(args)
+    if not keys:
+        return None
+    slots = {key_slot(key) for key in keys}
+    if len(slots) > 1:
+        shown = ", ".join(k.decode(errors="replace") for k in keys)
+        raise CrossSlot(f"{_bytes(args[0]).decode()} names keys of {len(slots)} slots: {shown}")
+    return slots.pop()
