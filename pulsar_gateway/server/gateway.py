@@ -19,7 +19,7 @@ from pulsar_gateway.adapters.http.app import make_app
 from pulsar_gateway.adapters.pulsar_binary.entry_format import BinaryEntryInspector
 from pulsar_gateway.adapters.pulsar_binary.server import BinaryServer
 from pulsar_gateway.core import Services
-from pulsar_gateway.core.storage import EmbeddedRedis
+from pulsar_gateway.core.storage import EmbeddedRedis, is_cluster
 from pulsar_gateway.server import wiring
 from pulsar_gateway.server.config import GatewayConfig
 from pulsar_gateway.server.wiring import Core
@@ -64,8 +64,15 @@ class Gateway:
             )
         self.redis = Redis.from_url(url, protocol=2)
         await self.redis.ping()
+        cluster = await is_cluster(self.redis)
+        if cluster:
+            log.info("%s is a Redis Cluster node: routing commands to its masters by slot", url)
         self.core = wiring.build(
-            config, self.redis, inspector=BinaryEntryInspector(), storage_url=url
+            config,
+            self.redis,
+            inspector=BinaryEntryInspector(),
+            storage_url=url,
+            redis_cluster=cluster,
         )
         await self.core.start()
         services = self.core.services

@@ -82,6 +82,7 @@ def build(
     redis: Redis,
     inspector: EntryInspector | None = None,
     storage_url: str = "",
+    redis_cluster: bool = False,
 ) -> Core:
     """Build the core of a gateway on ``redis``.
 
@@ -90,6 +91,7 @@ def build(
         redis: the client the lane and the notifier connect with.
         inspector: reads stored entries' wire format (compaction); None refuses compaction.
         storage_url: the URL of ``redis``, reported to tools that read storage directly.
+        redis_cluster: ``redis`` is a node of a Redis Cluster: route commands to its masters.
 
     Raises:
         ValueError: an authentication setting cannot be used (a key that does not load).
@@ -103,7 +105,7 @@ def build(
     gateway_id = config.gateway_id or secrets.token_hex(4)
     lease_ms = int(config.consumer_lease_seconds * 1000)
     keys = storage.KeySchema(config.key_prefix)
-    lane = storage.Lane(redis)
+    lane = storage.ClusterLane(redis) if redis_cluster else storage.Lane(redis)
     notifier = storage.Notifier(redis)
     metrics = fleet.GatewayMetrics(config.cluster_name)
 

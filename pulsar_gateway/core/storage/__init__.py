@@ -3,6 +3,7 @@ calls (:mod:`.scripts`), and the embedded redis-server."""
 
 from __future__ import annotations
 
+from pulsar_gateway.core.storage.cluster_lane import ClusterLane, is_cluster
 from pulsar_gateway.core.storage.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from pulsar_gateway.core.storage.keys import KeySchema, SubscriptionKeys, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
@@ -10,6 +11,7 @@ from pulsar_gateway.core.storage.notifier import Notifier
 from pulsar_gateway.core.storage.scripts import text
 
 __all__ = [
+    "ClusterLane",
     "EmbeddedRedis",
     "EmbeddedRedisError",
     "KeySchema",
@@ -17,5 +19,6 @@ __all__ = [
     "Notifier",
     "SubscriptionKeys",
     "TopicKeys",
+    "is_cluster",
     "text",
 ]

@@ -1,0 +1,224 @@
+"""The storage lane on a Redis Cluster: one pipelined :class:`Lane` per master, commands
+routed by slot.
+
+Every command the gateway sends names keys of one slot (:mod:`.slots`; the tests check all
+of them), so routing a command is looking its slot up in the slot map (``CLUSTER SLOTS``)
+and queueing it on that master's lane, which keeps the per-tick pipelining of a single
+Redis. Commands of one topic partition share a hash tag, hence a master and a lane, so they
+run in the order they were sent, as on one node; a topic's ``notify`` ``PUBLISH`` goes
+through the same lane, after its appends (a cluster forwards ``PUBLISH`` to every node's
+subscribers).
+
+Redirections. A command answered ``MOVED`` (the slot has a new master: failover, resharding)
+or ``ASK`` (the slot is being migrated) was not applied, so it is sent again where Redis
+says, after ``ASKING`` for ``ASK``, and a ``MOVED`` refreshes the slot map. A command whose
+fate is unknown (the connection to a master was lost mid-pipeline) is failed, never re-sent,
+exactly as on one node; the lost connection also refreshes the slot map, so new commands go
+to the replica the cluster promotes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from redis.asyncio import ConnectionPool, Redis
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from pulsar_gateway.core.errors import StorageError
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import Script
+from pulsar_gateway.core.storage.slots import command_slot
+
+__all__ = ["ClusterLane", "is_cluster"]
+
+log = logging.getLogger(__name__)
+
+#: How many redirections one command may follow before it fails.
+MAX_REDIRECTS: Final = 5
+#: Seconds between two slot-map refreshes caused by lost connections.
+REFRESH_INTERVAL: Final = 0.5
+
+
+async def is_cluster(redis: Redis) -> bool:
+    """Whether ``redis`` is a node of a Redis Cluster (``INFO cluster``)."""
+    info = await redis.info("cluster")
+    return bool(int(info.get("cluster_enabled", 0)))
+
+
+class ClusterLane(Lane):
+    """A :class:`Lane` front over one lane per master of the cluster ``seed`` belongs to."""
+
+    def __init__(self, seed: Redis) -> None:
+        super().__init__(seed)
+        self._nodes: dict[tuple[str, int], Lane] = {}
+        self._slots: list[tuple[str, int] | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+        self._refreshing: asyncio.Task[None] | None = None
+        self._refreshed_at = 0.0
+
+    # -- the slot map -----------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Read the slot map (``CLUSTER SLOTS``) from any node that answers and open a lane
+        for each master not seen before."""
+        clients = [self.redis, *(lane.redis for lane in self._nodes.values())]
+        last: Exception | None = None
+        for client in clients:
+            try:
+                ranges = await client.execute_command("CLUSTER SLOTS")  # type: ignore[no-untyped-call]
+                break
+            except Exception as exc:  # a dead node: ask the next one
+                last = exc
+        else:
+            raise StorageError(f"no node of the Redis Cluster answers: {last!r}")
+        slots: list[tuple[str, int] | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+        for entry in ranges:
+            start, end, master = int(entry[0]), int(entry[1]), entry[2]
+            host = master[0].decode() if isinstance(master[0], bytes) else str(master[0])
+            address = (host or self._seed_host(), int(master[1]))
+            for slot in range(start, end + 1):
+                slots[slot] = address
+            if address not in self._nodes:
+                self._nodes[address] = Lane(self._node_client(address))
+                await self._nodes[address].load_scripts()
+        self._slots = slots
+        self._refreshed_at = time.monotonic()
+
+    def _seed_host(self) -> str:
+        return str(self.redis.connection_pool.connection_kwargs.get("host", "127.0.0.1"))
+
+    def _node_client(self, address: tuple[str, int]) -> Redis:
+        # the seed's connection settings (credentials, protocol, timeouts), another address
+        seed = self.redis.connection_pool
+        kwargs = dict(seed.connection_kwargs)
+        kwargs.update(host=address[0], port=address[1])
+        return Redis(
+            connection_pool=ConnectionPool(connection_class=seed.connection_class, **kwargs)
+        )
+
+    def _refresh_soon(self) -> None:
+        if self._refreshing is not None or self._closed:
+            return
+        if time.monotonic() - self._refreshed_at < REFRESH_INTERVAL:
+            delay = REFRESH_INTERVAL
+        else:
+            delay = 0.0
+
+        async def run() -> None:
+            try:
+                await asyncio.sleep(delay)
+                await self.refresh()
+            except StorageError as exc:
+                log.warning("cannot refresh the Redis Cluster slot map: %s", exc)
+            finally:
+                self._refreshing = None
+
+        self._refreshing = asyncio.get_running_loop().create_task(run())
+
+    def _lane_for(self, slot: int | None) -> Lane:
+        address = self._slots[slot] if slot is not None else None
+        if address is None:
+            address = next(iter(self._nodes)) if slot is None else None
+        if address is None or address not in self._nodes:
+            raise StorageError(f"no master of the Redis Cluster serves slot {slot}")
+        return self._nodes[address]
+
+    # -- submitting -------------------------------------------------------------------
+
+    def _submit(
+        self,
+        args: tuple[Any, ...],
+        script: Script | None,
+        decode: Callable[[Any], Any] | None,
+    ) -> asyncio.Future[Any]:
+        outer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._route(outer, args, script, decode, MAX_REDIRECTS, asking=False)
+        return outer
+
+    def _route(
+        self,
+        outer: asyncio.Future[Any],
+        args: tuple[Any, ...],
+        script: Script | None,
+        decode: Callable[[Any], Any] | None,
+        redirects: int,
+        *,
+        asking: bool,
+        address: tuple[str, int] | None = None,
+    ) -> None:
+        try:
+            lane = (
+                self._nodes[address] if address is not None else self._lane_for(command_slot(args))
+            )
+        except (StorageError, ValueError) as exc:
+            outer.set_exception(StorageError(str(exc)))
+            self._refresh_soon()
+            return
+        if asking:
+            lane.call("ASKING")  # same pipeline, just before the command
+        inner = lane._submit(args, script, decode)
+
+        def done(fut: asyncio.Future[Any]) -> None:
+            if outer.done():
+                return
+            error = fut.exception()
+            if error is None:
+                outer.set_result(fut.result())
+                return
+            text = str(error)
+            if redirects > 0 and text.startswith(("MOVED ", "ASK ")):
+                kind, _, target = text.split(" ", 2)
+                host, _, port = target.rpartition(":")
+                to = (host or self._seed_host(), int(port))
+                if kind == "MOVED":
+                    self._refresh_soon()
+                if to not in self._nodes:
+                    self._nodes[to] = Lane(self._node_client(to))
+                # not applied by Redis: safe to send where it says
+                self._route(
+                    outer, args, script, decode, redirects - 1, asking=kind == "ASK", address=to
+                )
+                return
+            if "unavailable" in text or "connection lost" in text:
+                self._refresh_soon()
+            outer.set_exception(error)
+
+        inner.add_done_callback(done)
+
+    def notify(self, channel: str) -> None:
+        # on the topic's own master, after the commands queued there
+        try:
+            self._lane_for(key_slot(channel.encode())).notify(channel)
+        except StorageError:
+            self._refresh_soon()
+
+    def flush_now(self) -> None:
+        for lane in self._nodes.values():
+            lane.flush_now()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def load_scripts(self) -> None:
+        if not self._nodes:
+            await self.refresh()  # loads the scripts on every master it finds
+            return
+        await asyncio.gather(*(lane.load_scripts() for lane in self._nodes.values()))
+
+    async def ping(self) -> None:
+        await asyncio.gather(*(lane.ping() for lane in self._nodes.values()))
+
+    async def drain(self) -> None:
+        for lane in list(self._nodes.values()):
+            await lane.drain()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+        for lane in list(self._nodes.values()):
+            await lane.close()
+            # the pool is the lane's own (Redis.aclose leaves a given pool open)
+            await lane.redis.connection_pool.disconnect()
