@@ -73,8 +73,9 @@ class Core:
         with contextlib.suppress(GatewayError):
             await self.membership.leave()
         await s.compaction.close()
-        await self.lane.close()
+        # the notifier first: on a cluster it may hold a connection of a lane's node pool
         await self.notifier.close()
+        await self.lane.close()
 
 
 def build(
@@ -105,8 +106,13 @@ def build(
     gateway_id = config.gateway_id or secrets.token_hex(4)
     lease_ms = int(config.consumer_lease_seconds * 1000)
     keys = storage.KeySchema(config.key_prefix)
-    lane = storage.ClusterLane(redis) if redis_cluster else storage.Lane(redis)
-    notifier = storage.Notifier(redis)
+    if redis_cluster:
+        cluster_lane = storage.ClusterLane(redis)
+        lane: storage.Lane = cluster_lane
+        notifier = storage.Notifier(redis, candidates=cluster_lane.node_clients)
+    else:
+        lane = storage.Lane(redis)
+        notifier = storage.Notifier(redis)
     metrics = fleet.GatewayMetrics(config.cluster_name)
 
     # policies and auth

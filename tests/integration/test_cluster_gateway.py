@@ -89,6 +89,49 @@ def test_a_partitioned_topic_spreads_over_masters_and_reads_back(
     assert "sub" in stats[1]["subscriptions"]  # the fleet's stats read every master
 
 
+def move_slot(cluster: RedisCluster, slot: int, source_port: int, target_port: int) -> None:
+    """Migrate ``slot`` and its keys between masters, as ``redis-cli --cluster reshard``
+    does: IMPORTING/MIGRATING, MIGRATE the keys, then SETSLOT NODE on every master."""
+    source = next(n for n in cluster.nodes if n.port == source_port).client()
+    target = next(n for n in cluster.nodes if n.port == target_port).client()
+    target_id = target.execute_command("CLUSTER MYID").decode()
+    source_id = source.execute_command("CLUSTER MYID").decode()
+    target.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+    source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+    while keys := source.execute_command("CLUSTER GETKEYSINSLOT", slot, 100):
+        source.execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
+    for node in cluster.masters():
+        node.client().execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+
+
+def test_commands_follow_a_slot_moved_to_another_master(
+    cluster: RedisCluster, cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
+) -> None:
+    topic = "persistent://public/default/resharded"
+    stream = KeySchema().topic(topic).stream
+    client = client_factory(cluster_gateway.url)
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"before")
+    assert consumer.receive(10_000).data() == b"before"
+    seen = ClusterClient.from_url(cluster.url)
+    try:
+        slot = seen.keyslot(stream)
+        source = seen.get_node_from_key(stream).port
+    finally:
+        seen.close()
+    target = next(n.port for n in cluster.masters() if n.port != source)
+    move_slot(cluster, slot, source, target)
+    # the gateway still routes the slot to its old master: MOVED, re-sent to the new one
+    for i in range(5):
+        producer.send(f"after-{i}".encode())
+    got = [consumer.receive(10_000).data() for _ in range(5)]
+    assert got == [f"after-{i}".encode() for i in range(5)]
+    with ClusterClient.from_url(cluster.url) as fresh:
+        assert fresh.get_node_from_key(stream).port == target
+        assert fresh.xlen(stream) == 6  # the entry from before moved with the slot
+
+
 @pytest.mark.timeout(120)
 def test_the_gateway_follows_a_failover_of_a_topics_master(
     cluster: RedisCluster, cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
@@ -134,3 +177,43 @@ def test_the_gateway_follows_a_failover_of_a_topics_master(
     # the writes after the failover all arrive; the ones before may be lost (replication is
     # asynchronous: without replica acks, what the master had not passed on is gone)
     assert [r for r in received if r.startswith("after-")] == [f"after-{i}" for i in range(5)]
+
+
+@pytest.mark.timeout(120)
+def test_wake_ups_survive_the_loss_of_the_node_the_gateway_was_given(
+    cluster: RedisCluster, client_factory: Callable[..., Any]
+) -> None:
+    # its own cluster: this kills the seed node
+    own = RedisCluster().start()
+    gw = GatewayThread(make_config(own.url)).start()
+    try:
+        keys = KeySchema()
+        seen = ClusterClient.from_url(own.nodes[1].url)
+        seed = own.nodes[0]
+        try:
+            topic = next(
+                t
+                for t in (f"persistent://public/default/wake-{i}" for i in range(100))
+                if seen.get_node_from_key(keys.topic(t).stream).port != seed.port
+            )
+        finally:
+            seen.close()
+        client = client_factory(gw.url)
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic, batching_enabled=False)
+        seed.kill()
+        wait_for_promotion(own)
+        time.sleep(1.0)  # the notifier notices and moves to another node
+        latencies = []
+        for i in range(10):
+            start = time.monotonic()
+            producer.send(str(i).encode())
+            msg = consumer.receive(10_000)
+            latencies.append(time.monotonic() - start)
+            consumer.acknowledge(msg)
+            assert msg.data() == str(i).encode()
+        # woken by notifications, not by the 1 s fallback poll
+        assert sorted(latencies)[len(latencies) // 2] < 0.25, latencies
+    finally:
+        gw.stop()
+        own.stop()

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.exceptions import AskError, MovedError
 
 from pulsar_gateway.core.errors import StorageError
 from pulsar_gateway.core.storage.lane import Lane
@@ -56,6 +57,8 @@ class ClusterLane(Lane):
         super().__init__(seed)
         self._nodes: dict[tuple[str, int], Lane] = {}
         self._slots: list[tuple[str, int] | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
+        #: the masters serving slots now, in slot order (a lost one leaves the list)
+        self._masters: list[tuple[str, int]] = []
         self._refreshing: asyncio.Task[None] | None = None
         self._refreshed_at = 0.0
 
@@ -85,6 +88,7 @@ class ClusterLane(Lane):
                 self._nodes[address] = Lane(self._node_client(address))
                 await self._nodes[address].load_scripts()
         self._slots = slots
+        self._masters = list(dict.fromkeys(a for a in slots if a is not None))
         self._refreshed_at = time.monotonic()
 
     def _seed_host(self) -> str:
@@ -119,12 +123,18 @@ class ClusterLane(Lane):
         self._refreshing = asyncio.get_running_loop().create_task(run())
 
     def _lane_for(self, slot: int | None) -> Lane:
-        address = self._slots[slot] if slot is not None else None
-        if address is None:
-            address = next(iter(self._nodes)) if slot is None else None
+        if slot is None:  # a keyless command: any master serving slots
+            address = self._masters[0] if self._masters else None
+        else:
+            address = self._slots[slot]
         if address is None or address not in self._nodes:
             raise StorageError(f"no master of the Redis Cluster serves slot {slot}")
         return self._nodes[address]
+
+    def node_clients(self) -> list[Redis]:
+        """A client of every master known (the notifier moves to one when its node is
+        lost)."""
+        return [self._nodes[address].redis for address in self._masters]
 
     # -- submitting -------------------------------------------------------------------
 
@@ -168,20 +178,20 @@ class ClusterLane(Lane):
             if error is None:
                 outer.set_result(fut.result())
                 return
-            text = str(error)
-            if redirects > 0 and text.startswith(("MOVED ", "ASK ")):
-                kind, _, target = text.split(" ", 2)
-                host, _, port = target.rpartition(":")
-                to = (host or self._seed_host(), int(port))
-                if kind == "MOVED":
+            redirect = error.__cause__
+            if redirects > 0 and isinstance(redirect, AskError):  # MovedError is one too
+                moved = isinstance(redirect, MovedError)
+                to = (redirect.host or self._seed_host(), int(redirect.port))
+                if moved:
                     self._refresh_soon()
                 if to not in self._nodes:
                     self._nodes[to] = Lane(self._node_client(to))
                 # not applied by Redis: safe to send where it says
                 self._route(
-                    outer, args, script, decode, redirects - 1, asking=kind == "ASK", address=to
+                    outer, args, script, decode, redirects - 1, asking=not moved, address=to
                 )
                 return
+            text = str(error)
             if "unavailable" in text or "connection lost" in text:
                 self._refresh_soon()
             outer.set_exception(error)
@@ -205,10 +215,12 @@ class ClusterLane(Lane):
         if not self._nodes:
             await self.refresh()  # loads the scripts on every master it finds
             return
-        await asyncio.gather(*(lane.load_scripts() for lane in self._nodes.values()))
+        await asyncio.gather(*(self._nodes[a].load_scripts() for a in self._masters))
 
     async def ping(self) -> None:
-        await asyncio.gather(*(lane.ping() for lane in self._nodes.values()))
+        """Every master serving slots answers (a lost master stops counting once the slot
+        map no longer names it)."""
+        await asyncio.gather(*(self._nodes[address].ping() for address in self._masters))
 
     async def drain(self) -> None:
         for lane in list(self._nodes.values()):

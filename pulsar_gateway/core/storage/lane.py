@@ -282,7 +282,9 @@ class Lane:
                     if fut is None or fut.done() or isinstance(reply, NoScriptError):
                         continue
                     if isinstance(reply, Exception):
-                        fut.set_exception(StorageError(str(reply)))
+                        error = StorageError(str(reply))
+                        error.__cause__ = reply  # the Redis error (a cluster's MOVED, ASK)
+                        fut.set_exception(error)
                     elif decode is None:
                         fut.set_result(reply)
                     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -29,8 +29,14 @@ class Notifier:
     """One gateway's pub/sub connection: hint channels (:meth:`subscribe`) and data
     channels (:meth:`listen`)."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(
+        self, redis: Redis, candidates: Callable[[], Sequence[Redis]] | None = None
+    ) -> None:
+        """``candidates``: on a Redis Cluster, every node's client, one of which the
+        connection moves to when its node is lost (a cluster passes ``PUBLISH`` to the
+        subscribers of every node, so any node will do)."""
         self._redis = redis
+        self._candidates = candidates
         self._callbacks: dict[str, Callable[[], None]] = {}
         self._listeners: dict[str, Callable[[bytes], None]] = {}
         #: listen() calls waiting for their SUBSCRIBE to take effect, by channel
@@ -140,7 +146,20 @@ class Notifier:
             await self._pubsub.aclose()  # type: ignore[no-untyped-call]
         except RedisError:
             pass
+        if self._candidates is not None:
+            self._redis = await self._live_node()
         self._pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+
+    async def _live_node(self) -> Redis:
+        """The current node if it answers, else the first cluster node that does."""
+        assert self._candidates is not None
+        for client in [self._redis, *self._candidates()]:
+            try:
+                await client.ping()
+            except (RedisError, OSError):
+                continue
+            return client
+        return self._redis
 
     async def close(self) -> None:
         # A flag, not Task.cancel(): on Python 3.11 a cancel racing the expiry of the
