@@ -41,6 +41,7 @@ __all__ = [
     "decode_id_array",
     "position_after",
     "position_before",
+    "position_before_time",
 ]
 
 _MAX_SEQ: Final = 2**64 - 1
@@ -130,6 +131,12 @@ def position_before(message_id: MessageId) -> Position:
     if message_id.ledger_id > 0:
         return Position(message_id.ledger_id - 1, _MAX_SEQ)
     return BEGINNING
+
+
+def position_before_time(ms: int) -> Position:
+    """The position just before the first entry appended at or after ``ms``: stream ids
+    are append times, so no lookup is needed (``startingTime``/``endingTime``)."""
+    return Position(ms - 1, _MAX_SEQ) if ms > 0 else BEGINNING
 
 
 def position_after(message_id: MessageId) -> Position:

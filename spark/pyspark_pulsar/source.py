@@ -38,10 +38,16 @@ from pyspark.sql.types import StructType
 
 from pulsar_gateway.adapters.messages import MessageFormatError, unpack_entry
 from pulsar_gateway.adapters.pulsar_binary.codec import CodecError, make_blob, parse_blob
-from pulsar_gateway.core import PARTITION_SUFFIX, MessageId, StoredEntry
+from pulsar_gateway.core import MessageId, StoredEntry, parse_topic_name
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from pyspark_pulsar.columns import RowBatcher, ValueFormat
-from pyspark_pulsar.offsets import BEGINNING, Offsets, Position, position_before
+from pyspark_pulsar.offsets import (
+    BEGINNING,
+    Offsets,
+    Position,
+    position_before,
+    position_before_time,
+)
 from pyspark_pulsar.options import (
     AtTime,
     Bound,
@@ -62,8 +68,6 @@ from pyspark_pulsar.storage import (
 __all__ = ["PulsarDataSource", "RangePartition"]
 
 log = logging.getLogger(__name__)
-
-_MAX_SEQ = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -157,8 +161,8 @@ def _check_offset_topics(options: SourceOptions, names: set[str]) -> None:
 
 
 def _base(partition: str) -> str:
-    base, sep, index = partition.rpartition(PARTITION_SUFFIX)
-    return base if sep and index.isdigit() else partition
+    """The partitioned topic a partition belongs to (Pulsar's partition naming rule)."""
+    return str(parse_topic_name(partition).partitioned_topic_name)
 
 
 class _RangeReading:
@@ -188,7 +192,7 @@ class _RangeReading:
             elif spec is Edge.LATEST:
                 out[partition] = latest[partition]
             elif isinstance(spec, AtTime):
-                out[partition] = self.store.position_at_time(partition, spec.ms)
+                out[partition] = position_before_time(spec.ms)
             else:
                 assert isinstance(spec, MessageId)
                 # a starting message id is inclusive (the reference connector's rule)
@@ -201,7 +205,7 @@ class _RangeReading:
         for partition in partitions:
             spec, last = self._spec(bound, partition), latest[partition]
             if isinstance(spec, AtTime):
-                end = Position(spec.ms - 1, _MAX_SEQ) if spec.ms > 0 else BEGINNING
+                end = position_before_time(spec.ms)
             elif isinstance(spec, MessageId):
                 # an ending message id includes its whole entry (the reference connector's)
                 end = Position(spec.ledger_id, spec.entry_id)
@@ -220,7 +224,7 @@ class _RangeReading:
         if lost is not None:
             self._report_loss(lost)
         batcher = RowBatcher(self.fmt, self.schema)
-        index = _partition_index(partition.topic)
+        index = parse_topic_name(partition.topic).partition_index
         entries = 0
         for entry in self.store.read(partition.topic, start, end):
             entries += 1
@@ -324,11 +328,6 @@ def _chunked_id(first: MessageId, last: MessageId) -> bytes:
         data.partition = last.partition
         data.first_chunk_message_id.partition = first.partition
     return data.SerializeToString()
-
-
-def _partition_index(partition: str) -> int:
-    _, sep, index = partition.rpartition(PARTITION_SUFFIX)
-    return int(index) if sep and index.isdigit() else -1
 
 
 class PulsarBatchReader(_RangeReading, DataSourceReader):

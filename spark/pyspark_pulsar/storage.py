@@ -32,7 +32,13 @@ from typing import Any, Final
 
 import redis
 
-from pulsar_gateway.core import PARTITION_SUFFIX, SchemaData, StoredEntry, TopicName
+from pulsar_gateway.core import (
+    PARTITION_SUFFIX,
+    SchemaData,
+    StoredEntry,
+    TopicName,
+    parse_topic_name,
+)
 from pulsar_gateway.core.model.entry import BLOB
 from pulsar_gateway.core.storage.keys import KeySchema
 from pyspark_pulsar.offsets import BEGINNING, Position
@@ -350,11 +356,6 @@ class TopicStore:
             out[name] = Position(position.ms, position.seq, added=count)
         return out
 
-    def position_at_time(self, partition: str, ms: int) -> Position:
-        """The position just before the first entry appended at or after ``ms``."""
-        del partition  # stream ids are append times: no lookup needed
-        return Position(ms - 1, 2**64 - 1) if ms > 0 else BEGINNING
-
     def advance(
         self,
         partition: str,
@@ -429,7 +430,7 @@ class TopicStore:
         """The entries after ``start`` up to and including ``end``'s entry, in id order,
         ``READ_CHUNK`` per round trip."""
         key = self.keys.topic(partition).stream
-        index = _partition_index(partition)
+        index = parse_topic_name(partition).partition_index
         low = start.range_start()
         while True:
             chunk = self._call(
@@ -497,8 +498,3 @@ def _flat(fields: Mapping[bytes, bytes]) -> list[bytes]:
     for name, value in fields.items():
         flat += (name, value)
     return flat
-
-
-def _partition_index(partition: str) -> int:
-    _, sep, index = partition.rpartition(PARTITION_SUFFIX)
-    return int(index) if sep and index.isdigit() else -1
