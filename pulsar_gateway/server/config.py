@@ -128,6 +128,12 @@ def _check_non_negative_ms(value: object) -> int:
     return value
 
 
+def _check_replica_count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"must be 0 (off) or a number of replicas, got {value!r}")
+    return value
+
+
 def _check_positive_int(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"must be a positive integer, got {value!r}")
@@ -209,6 +215,8 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "redis_url": _check_redis_url,
     "data_dir": _check_non_empty,
     "redis_fsync": _check_fsync,
+    "redis_replica_acks": _check_replica_count,
+    "redis_replica_ack_timeout_ms": _check_positive_int,
     "log_level": _check_log_level,
     "key_prefix": _check_token,
     "cluster_name": _check_token,
@@ -249,6 +257,10 @@ class GatewayConfig:
         data_dir: Directory for the embedded Redis's files (AOF, socket, log).
         redis_fsync: The embedded Redis's ``appendfsync``: ``everysec`` (up to a second of
             acknowledged writes lost if redis-server is killed) or ``always`` (none).
+        redis_replica_acks: Replicas that must confirm a write (``WAIT``) before it is
+            acknowledged to a client; 0 answers once the master has it (docs/scaling.md).
+        redis_replica_ack_timeout_ms: How long a pipeline's ``WAIT`` may take; a write not
+            confirmed in time fails (the client resends it).
         log_level: One of `LOG_LEVELS`; normalized to upper case.
         key_prefix: Prefix of every Redis key the gateway writes.
         cluster_name: Name reported as the Pulsar cluster (``clusterName``).
@@ -298,6 +310,8 @@ class GatewayConfig:
     redis_url: str | None = None
     data_dir: str = "./data"
     redis_fsync: str = "everysec"
+    redis_replica_acks: int = 0
+    redis_replica_ack_timeout_ms: int = 1000
     log_level: str = "INFO"
     key_prefix: str = "pgw"
     cluster_name: str = "standalone"
@@ -424,6 +438,19 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         "POLICY",
         "the embedded Redis's appendfsync: everysec, or always to lose no acknowledged "
         "write when redis-server is killed",
+    ),
+    _Option(
+        "redis_replica_acks",
+        _parse_int,
+        "N",
+        "acknowledge a write to clients only once N Redis replicas have it (one WAIT per "
+        "pipeline); 0 = once the master has it",
+    ),
+    _Option(
+        "redis_replica_ack_timeout_ms",
+        _parse_int,
+        "MS",
+        "how long to wait for the replicas; a write they do not confirm in time fails",
     ),
     _Option("log_level", _parse_str, "LEVEL", f"one of {', '.join(LOG_LEVELS)} (any case)"),
     _Option("key_prefix", _parse_str, "PREFIX", "prefix of every Redis key the gateway writes"),

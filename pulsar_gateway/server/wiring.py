@@ -52,6 +52,7 @@ class Core:
     async def start(self) -> None:
         s = self.services
         await self.lane.load_scripts()
+        await self.lane.check_replicas()
         await self.notifier.start()
         await s.tenants.start()
         s.policies.start()
@@ -106,12 +107,15 @@ def build(
     gateway_id = config.gateway_id or secrets.token_hex(4)
     lease_ms = int(config.consumer_lease_seconds * 1000)
     keys = storage.KeySchema(config.key_prefix)
+    replica_acks = storage.ReplicaAcks(
+        config.redis_replica_acks, config.redis_replica_ack_timeout_ms
+    )
     if redis_cluster:
-        cluster_lane = storage.ClusterLane(redis)
+        cluster_lane = storage.ClusterLane(redis, replica_acks)
         lane: storage.Lane = cluster_lane
         notifier = storage.Notifier(redis, candidates=cluster_lane.node_clients)
     else:
-        lane = storage.Lane(redis)
+        lane = storage.Lane(redis, replica_acks)
         notifier = storage.Notifier(redis)
     metrics = fleet.GatewayMetrics(config.cluster_name)
 

@@ -88,6 +88,20 @@ OPTIONS = [
         "always",
     ),
     (
+        "redis_replica_acks",
+        "--redis-replica-acks",
+        "PULSAR_GATEWAY_REDIS_REPLICA_ACKS",
+        "1",
+        1,
+    ),
+    (
+        "redis_replica_ack_timeout_ms",
+        "--redis-replica-ack-timeout-ms",
+        "PULSAR_GATEWAY_REDIS_REPLICA_ACK_TIMEOUT_MS",
+        "250",
+        250,
+    ),
+    (
         "delayed_delivery_enabled",
         "--delayed-delivery-enabled",
         "PULSAR_GATEWAY_DELAYED_DELIVERY_ENABLED",
@@ -117,6 +131,14 @@ INVALID = [
     ("--redis-url", "PULSAR_GATEWAY_REDIS_URL", "localhost:6379", "unix://"),
     ("--redis-url", "PULSAR_GATEWAY_REDIS_URL", "REDIS://r", "redis://"),
     ("--data-dir", "PULSAR_GATEWAY_DATA_DIR", "  ", "non-empty"),
+    ("--redis-replica-acks", "PULSAR_GATEWAY_REDIS_REPLICA_ACKS", "-1", "number of replicas"),
+    ("--redis-replica-acks", "PULSAR_GATEWAY_REDIS_REPLICA_ACKS", "x", "expected an integer"),
+    (
+        "--redis-replica-ack-timeout-ms",
+        "PULSAR_GATEWAY_REDIS_REPLICA_ACK_TIMEOUT_MS",
+        "0",
+        "positive integer",
+    ),
     ("--log-level", "PULSAR_GATEWAY_LOG_LEVEL", "verbose", "DEBUG, INFO"),
     ("--key-prefix", "PULSAR_GATEWAY_KEY_PREFIX", "a b", "whitespace"),
     ("--cluster-name", "PULSAR_GATEWAY_CLUSTER_NAME", "  ", "non-empty"),
@@ -160,6 +182,8 @@ def test_defaults() -> None:
     assert config.redis_url is None
     assert config.data_dir == "./data"
     assert config.redis_fsync == "everysec"
+    assert config.redis_replica_acks == 0  # acknowledged once the master has the write
+    assert config.redis_replica_ack_timeout_ms == 1000
     assert config.log_level == "INFO"
     assert config.key_prefix == "pgw"
     assert config.cluster_name == "standalone"

@@ -27,7 +27,7 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 
-from pulsar_gateway.core.errors import GatewayError, ProducerFenced, ServiceNotReady
+from pulsar_gateway.core.errors import GatewayError, ProducerFenced, ServiceNotReady, StorageError
 from pulsar_gateway.core.producing.producer import Producer
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
@@ -142,6 +142,10 @@ class ProducerRegistry:
             waiters_exist = await producers.release_producer(
                 self._lane, keys, name=producer.name, uid=producer.uid
             )
+        except StorageError as exc:
+            # as a crashed gateway's producers: the lease runs out and frees the name
+            log.warning("producer %s not released (%s); its lease will expire", producer.name, exc)
+            return
         finally:
             if entry is not None:
                 self._drop_if_empty(entry)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pulsar_gateway.core.storage.cluster_lane import ClusterLane, is_cluster
 from pulsar_gateway.core.storage.embedded_redis import EmbeddedRedis, EmbeddedRedisError
 from pulsar_gateway.core.storage.keys import KeySchema, SubscriptionKeys, TopicKeys
-from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.lane import Lane, ReplicaAcks
 from pulsar_gateway.core.storage.notifier import Notifier
 from pulsar_gateway.core.storage.scripts import text
 
@@ -17,6 +17,7 @@ __all__ = [
     "KeySchema",
     "Lane",
     "Notifier",
+    "ReplicaAcks",
     "SubscriptionKeys",
     "TopicKeys",
     "is_cluster",

@@ -30,7 +30,7 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import AskError, MovedError
 
 from pulsar_gateway.core.errors import StorageError
-from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.lane import Lane, ReplicaAcks
 from pulsar_gateway.core.storage.scripts import Script
 from pulsar_gateway.core.storage.slots import command_slot
 
@@ -53,8 +53,8 @@ async def is_cluster(redis: Redis) -> bool:
 class ClusterLane(Lane):
     """A :class:`Lane` front over one lane per master of the cluster ``seed`` belongs to."""
 
-    def __init__(self, seed: Redis) -> None:
-        super().__init__(seed)
+    def __init__(self, seed: Redis, replica_acks: ReplicaAcks | None = None) -> None:
+        super().__init__(seed, replica_acks)
         self._nodes: dict[tuple[str, int], Lane] = {}
         self._slots: list[tuple[str, int] | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
         #: the masters serving slots now, in slot order (a lost one leaves the list)
@@ -85,7 +85,7 @@ class ClusterLane(Lane):
             for slot in range(start, end + 1):
                 slots[slot] = address
             if address not in self._nodes:
-                self._nodes[address] = Lane(self._node_client(address))
+                self._nodes[address] = Lane(self._node_client(address), self.replica_acks)
                 await self._nodes[address].load_scripts()
         self._slots = slots
         self._masters = list(dict.fromkeys(a for a in slots if a is not None))
@@ -185,7 +185,7 @@ class ClusterLane(Lane):
                 if moved:
                     self._refresh_soon()
                 if to not in self._nodes:
-                    self._nodes[to] = Lane(self._node_client(to))
+                    self._nodes[to] = Lane(self._node_client(to), self.replica_acks)
                 # not applied by Redis: safe to send where it says
                 self._route(
                     outer, args, script, decode, redirects - 1, asking=not moved, address=to
@@ -216,6 +216,11 @@ class ClusterLane(Lane):
             await self.refresh()  # loads the scripts on every master it finds
             return
         await asyncio.gather(*(self._nodes[a].load_scripts() for a in self._masters))
+
+    async def replicas(self) -> int:
+        """The fewest replicas any master has."""
+        counts = await asyncio.gather(*(self._nodes[a].replicas() for a in self._masters))
+        return min(counts, default=0)
 
     async def ping(self) -> None:
         """Every master serving slots answers (a lost master stops counting once the slot

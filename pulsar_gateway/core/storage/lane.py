@@ -21,6 +21,16 @@ ahead of everything not yet sent.
 ``notify(channel)`` asks for a ``PUBLISH`` on the channel after the current batch: producers
 use it so consumers on every gateway wake up, once per topic per tick instead of once per
 message.
+
+Replica acknowledgements (``--redis-replica-acks N``). Redis replicates asynchronously: a
+master killed right after answering may take its last writes with it, and its promoted
+replica never had them. With ``N`` > 0 every pipeline that writes ends with one ``WAIT N
+timeout`` (after its commands, before its ``PUBLISH`` hints), and the pipeline's replies are
+handed out only once ``WAIT`` has answered, so a receipt, a REST or WebSocket ack, or an ack
+receipt leaves the gateway only after ``N`` replicas hold the write. When fewer than ``N``
+confirm in time, the pipeline's writes are failed as a lost connection fails them: applied
+on the master, maybe not on a failover, so not acknowledged (the client resends; with
+deduplication the resend is recognised). Reads of the pipeline are answered as usual.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
@@ -38,8 +49,9 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from pulsar_gateway.core.errors import ServiceNotReady, StorageError
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
+from pulsar_gateway.core.storage.slots import is_read_only
 
-__all__ = ["Lane", "pack_commands"]
+__all__ = ["Lane", "ReplicaAcks", "pack_commands"]
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +144,27 @@ def _resolve(fut: asyncio.Future[Any], decode: Callable[[Any], Any], reply: Any)
         fut.set_result(value)
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaAcks:
+    """How many replicas must confirm a pipeline's writes (``WAIT replicas timeout_ms``)
+    before its replies are handed out."""
+
+    replicas: int
+    timeout_ms: int
+
+    @property
+    def command(self) -> tuple[str, int, int]:
+        return ("WAIT", self.replicas, self.timeout_ms)
+
+
 class Lane:
     """Per-tick pipelining front of one Redis client, on one dedicated connection."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, replica_acks: ReplicaAcks | None = None) -> None:
         self.redis = redis
+        self.replica_acks = replica_acks if replica_acks and replica_acks.replicas > 0 else None
+        #: the WAIT command ending a writing pipeline, one object: found by identity
+        self._wait = self.replica_acks.command if self.replica_acks else None
         self._queue: list[_Command] = []
         #: calls refused with NOSCRIPT, in the order they were first sent; sent before _queue
         self._retry: list[_Command] = []
@@ -228,6 +256,8 @@ class Lane:
         if len(self._in_flight) >= MAX_PIPELINES_IN_FLIGHT:
             return  # the reader schedules a flush as replies come back
         batch, self._retry, self._queue = self._retry + self._queue, [], []
+        if self._wait is not None and any(not is_read_only(cmd[0], cmd[2]) for cmd in batch):
+            batch.append((self._wait, None, None, None))
         for channel in self._notify:
             batch.append((("PUBLISH", channel, b""), None, None, None))
         self._notify = set()
@@ -278,10 +308,13 @@ class Lane:
                 ]
                 if refused:
                     await self._resend_after_script_load(refused)
-                for (_, fut, _, decode), reply in zip(batch, replies, strict=True):
+                unconfirmed = self._unconfirmed(batch, replies)
+                for (args, fut, script, decode), reply in zip(batch, replies, strict=True):
                     if fut is None or fut.done() or isinstance(reply, NoScriptError):
                         continue
-                    if isinstance(reply, Exception):
+                    if unconfirmed is not None and not is_read_only(args, script):
+                        fut.set_exception(StorageError(unconfirmed))
+                    elif isinstance(reply, Exception):
                         error = StorageError(str(reply))
                         error.__cause__ = reply  # the Redis error (a cluster's MOVED, ASK)
                         fut.set_exception(error)
@@ -299,6 +332,23 @@ class Lane:
             if self._in_flight and self._conn is conn:
                 self._reader = asyncio.get_running_loop().create_task(self._read_replies(conn))
             self._check_idle()
+
+    def _unconfirmed(self, batch: list[_Command], replies: list[Any]) -> str | None:
+        """Why the batch's writes fail when its ``WAIT`` fell short, else None."""
+        if self.replica_acks is None:
+            return None
+        for (args, _, _, _), reply in zip(batch, replies, strict=True):
+            if args is not self._wait:
+                continue
+            confirmed = reply if isinstance(reply, int) else -1
+            if confirmed >= self.replica_acks.replicas:
+                return None
+            return (
+                f"the write reached {max(confirmed, 0)} of {self.replica_acks.replicas} "
+                f"Redis replicas within {self.replica_acks.timeout_ms} ms; it may not "
+                "survive a failover"
+            )
+        return None
 
     @staticmethod
     async def _read_one(conn: LaneConnection) -> Any:
@@ -332,7 +382,8 @@ class Lane:
     def _fail(commands: list[_Command], error: Exception) -> None:
         for _, fut, _, _ in commands:
             if fut is not None and not fut.done():
-                fut.set_exception(error)
+                # one instance each: a raised exception carries its own traceback
+                fut.set_exception(type(error)(*error.args))
 
     def _check_idle(self) -> None:
         if (
@@ -353,6 +404,25 @@ class Lane:
         for script in SCRIPTS.values():
             pipe.script_load(script.source)
         await pipe.execute()
+
+    async def replicas(self) -> int:
+        """How many replicas the Redis master has now (``INFO replication``)."""
+        info = await self.redis.info("replication")
+        return int(info.get("connected_slaves", 0))
+
+    async def check_replicas(self) -> None:
+        """Warn at start when replica acknowledgements ask for more replicas than Redis has:
+        every write would then fail after the timeout."""
+        if self.replica_acks is None:
+            return
+        have = await self.replicas()
+        if have < self.replica_acks.replicas:
+            log.warning(
+                "--redis-replica-acks %d but the Redis master has %d replica(s): writes fail "
+                "until enough replicas connect",
+                self.replica_acks.replicas,
+                have,
+            )
 
     async def drain(self) -> None:
         """Wait until everything submitted so far has been answered."""

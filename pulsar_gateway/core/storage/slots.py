@@ -1,4 +1,4 @@
-"""Which Redis Cluster slot a command goes to (sans-I/O).
+"""Which Redis Cluster slot a command goes to, and whether it writes (sans-I/O).
 
 A Redis Cluster serves each key from the master owning its hash slot (CRC16 of the key, or
 of its ``{hash tag}``, mod 16384; redis-py's ``key_slot``). A command or script whose keys
@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from redis.crc import key_slot
 
-__all__ = ["CrossSlot", "command_keys", "command_slot"]
+__all__ = ["CrossSlot", "command_keys", "command_slot", "has_hash_tag", "is_read_only"]
 
 #: Commands whose arguments after the name are all keys.
 _ALL_KEYS: Final = frozenset({b"DEL", b"EXISTS", b"UNLINK", b"TOUCH"})
@@ -25,6 +25,18 @@ _ALL_KEYS: Final = frozenset({b"DEL", b"EXISTS", b"UNLINK", b"TOUCH"})
 _NO_KEY: Final = frozenset({b"TIME", b"PING", b"PUBLISH", b"SCAN", b"INFO", b"WAIT"})
 #: Script calls: ``EVALSHA sha numkeys key... arg...``.
 _SCRIPTS: Final = frozenset({b"EVALSHA", b"EVAL", b"EVALSHA_RO", b"EVAL_RO", b"FCALL"})
+
+
+#: Commands the gateway sends that change nothing (Redis's ``readonly`` command flag).
+_READS: Final = frozenset(
+    {
+        b"EXISTS", b"GET", b"HEXISTS", b"HGET", b"HGETALL", b"HKEYS", b"HLEN", b"HMGET",
+        b"HVALS", b"INFO", b"LINDEX", b"LLEN", b"LRANGE", b"MGET", b"PING", b"PTTL",
+        b"SCARD", b"SISMEMBER", b"SMEMBERS", b"TIME", b"TYPE", b"XINFO", b"XLEN",
+        b"XPENDING", b"XRANGE", b"XREVRANGE", b"ZCARD", b"ZCOUNT", b"ZRANGE",
+        b"ZRANGEBYSCORE", b"ZSCORE", b"WAIT", b"ASKING",
+    }
+)  # fmt: skip
 
 
 class CrossSlot(ValueError):
@@ -68,3 +80,18 @@ def command_slot(args: Sequence[Any]) -> int | None:
         shown = ", ".join(k.decode(errors="replace") for k in keys)
         raise CrossSlot(f"{_bytes(args[0]).decode()} names keys of {len(slots)} slots: {shown}")
     return slots.pop()
+
+
+def is_read_only(args: Sequence[Any], script: Any = None) -> bool:
+    """Whether the command changes nothing: a read command, or a script marked read-only
+    (``Script.read_only``); ``PUBLISH`` counts as a write (a hint must follow the data)."""
+    if script is not None:
+        return bool(script.read_only)
+    return _bytes(args[0]).upper() in _READS
+
+
+def has_hash_tag(name: str) -> bool:
+    """Whether a key or channel name carries a ``{hash tag}`` (Redis's rule: the first
+    ``{`` followed, later, by a ``}`` with something between)."""
+    start = name.find("{")
+    return start >= 0 and name.find("}", start + 1) > start + 1

@@ -38,7 +38,17 @@ from typing import Any, Final, Protocol, TypeVar
 from pulsar_gateway.core.model import entry
 from pulsar_gateway.core.storage import keys
 
-__all__ = ["SCRIPTS", "Arg", "Script", "ScriptRunner", "count_or_none", "prelude", "text", "texts"]
+__all__ = [
+    "READ_ONLY",
+    "SCRIPTS",
+    "Arg",
+    "Script",
+    "ScriptRunner",
+    "count_or_none",
+    "prelude",
+    "text",
+    "texts",
+]
 
 T = TypeVar("T")
 
@@ -53,6 +63,8 @@ class Script:
     name: str
     source: str
     sha: str
+    #: the script only reads (:data:`READ_ONLY`): its reply needs no replica's confirmation
+    read_only: bool = False
 
 
 class ScriptRunner(Protocol):
@@ -99,6 +111,13 @@ def prelude() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Scripts that write nothing (checked against their text by the unit tests): with replica
+#: acknowledgements on, their replies are handed out whatever the ``WAIT`` answers.
+READ_ONLY: Final = frozenset(
+    {"backlog_size", "internal_stats", "last_message_id", "subscription_peek", "topic_stats"}
+)
+
+
 def _load() -> dict[str, Script]:
     folder = resources.files(__name__) / "lua"
     head = prelude() + (folder / "lib.lua").read_text()
@@ -108,7 +127,8 @@ def _load() -> dict[str, Script]:
             continue
         source = head + "\n" + item.read_text()
         name = item.name.removesuffix(".lua")
-        scripts[name] = Script(name, source, hashlib.sha1(source.encode()).hexdigest())
+        sha = hashlib.sha1(source.encode()).hexdigest()
+        scripts[name] = Script(name, source, sha, read_only=name in READ_ONLY)
     return scripts
 
 
