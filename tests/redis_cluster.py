@@ -1,7 +1,7 @@
-"""A real Redis Cluster on loopback for the tests: 3 masters and 3 replicas.
+"""A real Redis Cluster on loopback for the tests: 3 masters and 3 replicas (or 6).
 
 Started from the installed ``redis-server`` (``--cluster-enabled yes``) on free ports, each
-node in its own directory, joined with ``redis-cli --cluster create --cluster-replicas 1``,
+node in its own directory, joined with ``redis-cli --cluster create --cluster-replicas N``,
 and torn down by :meth:`RedisCluster.stop`. A short ``cluster-node-timeout`` lets failover
 tests see a replica promoted within seconds of its master being killed.
 """
@@ -81,9 +81,10 @@ class ClusterNode:
 
 @dataclass
 class RedisCluster:
-    """Six nodes; after :meth:`start`, three masters with one replica each."""
+    """Three masters with ``replicas`` replicas each (six nodes by default)."""
 
     node_timeout_ms: int = 1000
+    replicas: int = 1
     nodes: list[ClusterNode] = field(default_factory=list)
     root: str = ""
 
@@ -106,7 +107,7 @@ class RedisCluster:
         return self
 
     def _start_nodes(self, binary: str, cli: str) -> None:
-        for i in range(6):
+        for i in range(3 * (1 + self.replicas)):
             workdir = os.path.join(self.root, f"node{i}")
             os.mkdir(workdir)
             node = ClusterNode(_free_cluster_port(), workdir)
@@ -116,7 +117,15 @@ class RedisCluster:
             wait_for(lambda n=node: _pings(n.client()))
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         subprocess.run(
-            [cli, "--cluster", "create", *addresses, "--cluster-replicas", "1", "--cluster-yes"],
+            [
+                cli,
+                "--cluster",
+                "create",
+                *addresses,
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ],
             check=True,
             capture_output=True,
             timeout=3 * TIMEOUT,
@@ -124,7 +133,7 @@ class RedisCluster:
         wait_for(self.healthy, timeout=3 * TIMEOUT)
 
     def healthy(self) -> bool:
-        """Every live node sees the cluster ok, with 3 masters and 3 synced replicas."""
+        """Every live node sees the cluster ok, with 3 masters and their synced replicas."""
         for node in self.live_nodes():
             info = node.client().cluster("info")
             if info.get("cluster_state") != "ok":
@@ -137,7 +146,7 @@ class RedisCluster:
             for info in replication
             if info["role"] == "slave"
         )
-        return roles == ["master"] * 3 + ["slave"] * 3 and synced
+        return roles == ["master"] * 3 + ["slave"] * 3 * self.replicas and synced
 
     def live_nodes(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]

@@ -13,6 +13,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from pulsar_gateway.core.errors import GatewayError
+
 __all__ = ["Periodic"]
 
 log = logging.getLogger(__name__)
@@ -45,5 +47,7 @@ class Periodic:
                 await self._job()
             except asyncio.CancelledError:
                 raise
+            except GatewayError as exc:  # Redis unavailable for a while: try next time
+                log.warning("%s failed: %s", self.name, exc)
             except Exception:
                 log.warning("%s failed", self.name, exc_info=True)

@@ -113,7 +113,12 @@ def build(
     if redis_cluster:
         cluster_lane = storage.ClusterLane(redis, replica_acks)
         lane: storage.Lane = cluster_lane
-        notifier = storage.Notifier(redis, candidates=cluster_lane.node_clients)
+        notifier = storage.Notifier(
+            redis,
+            candidates=cluster_lane.node_clients,
+            route=cluster_lane.shard_of,
+            refresh=cluster_lane.refresh,
+        )
     else:
         lane = storage.Lane(redis, replica_acks)
         notifier = storage.Notifier(redis)

@@ -15,7 +15,7 @@ from redis.cluster import RedisCluster as ClusterClient
 
 from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin_as
-from tests.conftest import GatewayThread, make_config
+from tests.conftest import GatewayThread, make_config, wait_for
 from tests.redis_cluster import RedisCluster, wait_for_promotion
 
 
@@ -132,6 +132,114 @@ def test_commands_follow_a_slot_moved_to_another_master(
         assert fresh.xlen(stream) == 6  # the entry from before moved with the slot
 
 
+def wake_latencies(producer: Any, consumer: Any, count: int = 10) -> list[float]:
+    """Seconds from each send to its receipt by a consumer (on another gateway)."""
+    latencies = []
+    for i in range(count):
+        start = time.monotonic()
+        producer.send(f"wake-{i}".encode())
+        msg = consumer.receive(10_000)
+        latencies.append(time.monotonic() - start)
+        consumer.acknowledge(msg)
+    return latencies
+
+
+def woken_at_once(latencies: list[float]) -> bool:
+    """Woken by notifications, not by the dispatchers' 1 s fallback poll."""
+    return sorted(latencies)[len(latencies) // 2] < 0.25
+
+
+def command_calls(cluster: RedisCluster, command: str) -> dict[int, int]:
+    """``INFO commandstats`` calls of ``command`` on each master, by port."""
+    counts = {}
+    for node in cluster.masters():
+        stats = node.client().info("commandstats").get(f"cmdstat_{command}", {})
+        counts[node.port] = int(stats.get("calls", 0))
+    return counts
+
+
+def test_notifications_are_sharded_and_wake_consumers_on_other_gateways(
+    cluster: RedisCluster, cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
+) -> None:
+    for node in cluster.masters():
+        node.client().config_resetstat()
+    other = GatewayThread(make_config(cluster.url)).start()
+    try:
+        topic = "persistent://public/default/sharded-wake"
+        stream = KeySchema().topic(topic).stream
+        consumer = client_factory(other.url).subscribe(topic, "sub")
+        producer = client_factory(cluster_gateway.url).create_producer(
+            topic, batching_enabled=False
+        )
+        assert woken_at_once(wake_latencies(producer, consumer))
+        with ClusterClient.from_url(cluster.url) as seen:
+            home = seen.get_node_from_key(stream).port
+        spublish = command_calls(cluster, "spublish")
+        # the topic's hints went to its own master only, as SPUBLISH
+        assert spublish[home] >= 10
+        assert all(count == 0 for port, count in spublish.items() if port != home)
+        # and its non-persistent sibling's messages too
+        np_topic = "non-persistent://public/default/sharded-np"
+        np_consumer = client_factory(other.url).subscribe(np_topic, "sub")
+        np_producer = client_factory(cluster_gateway.url).create_producer(np_topic)
+        np_producer.send(b"np")
+        assert np_consumer.receive(10_000).data() == b"np"
+    finally:
+        other.stop()
+    assert sum(command_calls(cluster, "spublish").values()) > sum(spublish.values())
+
+
+def test_redirections_while_a_slot_migrates_and_wake_ups_after(
+    cluster: RedisCluster, cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
+) -> None:
+    topic = "persistent://public/default/migrating"
+    stream = KeySchema().topic(topic).stream
+    other = GatewayThread(make_config(cluster.url)).start()
+    try:
+        consumer = client_factory(other.url).subscribe(topic, "sub")
+        producer = client_factory(cluster_gateway.url).create_producer(
+            topic, batching_enabled=False
+        )
+        assert woken_at_once(wake_latencies(producer, consumer, 3))
+        with ClusterClient.from_url(cluster.url) as seen:
+            slot = seen.keyslot(stream)
+            source_port = seen.get_node_from_key(stream).port
+        target_port = next(n.port for n in cluster.masters() if n.port != source_port)
+        source = next(n for n in cluster.nodes if n.port == source_port).client()
+        target = next(n for n in cluster.nodes if n.port == target_port).client()
+        target.config_resetstat()
+        source_id = source.execute_command("CLUSTER MYID").decode()
+        target_id = target.execute_command("CLUSTER MYID").decode()
+        # Mid-migration: the keys are on the target, the slot still the source's. The
+        # source answers ASK for them, and the gateway asks the target (ASKING); the target
+        # answers TRYAGAIN to scripts naming keys it lacks, and the gateway holds the slot's
+        # commands, in order, until the migration ends.
+        target.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+        source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+        while keys := source.execute_command("CLUSTER GETKEYSINSLOT", slot, 100):
+            source.execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
+        results: list[Any] = []
+        for i in range(3):
+            producer.send_async(f"migrating-{i}".encode(), lambda r, _: results.append(r))
+        wait_for(
+            lambda: int(target.info("commandstats").get("cmdstat_asking", {}).get("calls", 0)) >= 3
+        )
+        time.sleep(0.3)
+        for node in cluster.masters():
+            node.client().execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+        got = [consumer.receive(10_000).data() for _ in range(3)]
+        assert got == [f"migrating-{i}".encode() for i in range(3)]
+        assert results == [pulsar.Result.Ok] * 3
+        # the hold was needed: the target refused some scripts with TRYAGAIN
+        assert int(target.info("errorstats").get("errorstat_TRYAGAIN", {}).get("count", 0)) > 0
+        # the source dropped the slot's sharded subscribers; they moved to the target
+        assert woken_at_once(wake_latencies(producer, consumer))
+        with ClusterClient.from_url(cluster.url) as fresh:
+            assert fresh.get_node_from_key(stream).port == target_port
+    finally:
+        other.stop()
+
+
 @pytest.mark.timeout(120)
 def test_the_gateway_follows_a_failover_of_a_topics_master(
     cluster: RedisCluster, cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
@@ -177,6 +285,8 @@ def test_the_gateway_follows_a_failover_of_a_topics_master(
     # the writes after the failover all arrive; the ones before may be lost (replication is
     # asynchronous: without replica acks, what the master had not passed on is gone)
     assert [r for r in received if r.startswith("after-")] == [f"after-{i}" for i in range(5)]
+    # the sharded subscription moved to the promoted replica
+    assert woken_at_once(wake_latencies(producer, consumer))
 
 
 @pytest.mark.timeout(120)

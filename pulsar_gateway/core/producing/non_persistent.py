@@ -111,9 +111,7 @@ class NonPersistentProducer:
         # is stored to hold back, so delivery times are ignored, as Pulsar's non-persistent
         # dispatchers do (they have no delayed-delivery tracker).
         ledger, entry = self._ids.next_id()
-        self._lane.call(
-            "PUBLISH", self._channel, channel_message(ledger, entry, num_messages, blob)
-        )
+        self._lane.publish(self._channel, channel_message(ledger, entry, num_messages, blob))
         count_in(self._metrics, self.meter, self.topic_meter, num_messages, len(blob))
         return resolved(b"%d-%d" % (ledger, entry))
 

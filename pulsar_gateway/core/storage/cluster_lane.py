@@ -5,13 +5,16 @@ Every command the gateway sends names keys of one slot (:mod:`.slots`; the tests
 of them), so routing a command is looking its slot up in the slot map (``CLUSTER SLOTS``)
 and queueing it on that master's lane, which keeps the per-tick pipelining of a single
 Redis. Commands of one topic partition share a hash tag, hence a master and a lane, so they
-run in the order they were sent, as on one node; a topic's ``notify`` ``PUBLISH`` goes
-through the same lane, after its appends (a cluster forwards ``PUBLISH`` to every node's
-subscribers).
+run in the order they were sent, as on one node; a topic's notification goes through the
+same lane, after its appends, as a sharded ``SPUBLISH`` that stays within the topic's shard
+(:mod:`.notifier` subscribes on the master :meth:`ClusterLane.shard_of` names).
 
 Redirections. A command answered ``MOVED`` (the slot has a new master: failover, resharding)
 or ``ASK`` (the slot is being migrated) was not applied, so it is sent again where Redis
-says, after ``ASKING`` for ``ASK``, and a ``MOVED`` refreshes the slot map. A command whose
+says, after ``ASKING`` for ``ASK``, and a ``MOVED`` refreshes the slot map. Nor was one
+answered ``TRYAGAIN`` (a multi-key script while its slot migrates, its keys split between
+the two masters) or ``CLUSTERDOWN`` (a failover in progress): the slot's commands are held,
+in the order they were submitted, and sent again every 50 ms for up to 10 s. A command whose
 fate is unknown (the connection to a master was lost mid-pipeline) is failed, never re-sent,
 exactly as on one node; the lost connection also refreshes the slot map, so new commands go
 to the replica the cluster promotes.
@@ -20,16 +23,18 @@ to the replica the cluster promotes.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
-from redis.exceptions import AskError, MovedError
+from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
-from pulsar_gateway.core.errors import StorageError
+from pulsar_gateway.core.errors import ServiceNotReady, StorageError
 from pulsar_gateway.core.storage.lane import Lane, ReplicaAcks
 from pulsar_gateway.core.storage.scripts import Script
 from pulsar_gateway.core.storage.slots import command_slot
@@ -42,6 +47,25 @@ log = logging.getLogger(__name__)
 MAX_REDIRECTS: Final = 5
 #: Seconds between two slot-map refreshes caused by lost connections.
 REFRESH_INTERVAL: Final = 0.5
+#: Seconds before commands refused with TRYAGAIN or CLUSTERDOWN are sent again, and how
+#: long after its submission a command may still be sent again.
+HOLD_RETRY: Final = 0.05
+HOLD_SECONDS: Final = 10.0
+
+
+@dataclass(order=True, slots=True)
+class _Pending:
+    """A command on its way to the master of its slot; ordered by submission."""
+
+    sequence: int
+    outer: asyncio.Future[Any] = field(compare=False)
+    args: tuple[Any, ...] = field(compare=False)
+    script: Script | None = field(compare=False)
+    decode: Callable[[Any], Any] | None = field(compare=False)
+    #: redirections (MOVED, ASK) it may still follow
+    redirects: int = field(compare=False)
+    #: loop time after which a TRYAGAIN or CLUSTERDOWN fails it
+    hold_until: float = field(compare=False)
 
 
 async def is_cluster(redis: Redis) -> bool:
@@ -54,12 +78,16 @@ class ClusterLane(Lane):
     """A :class:`Lane` front over one lane per master of the cluster ``seed`` belongs to."""
 
     def __init__(self, seed: Redis, replica_acks: ReplicaAcks | None = None) -> None:
-        super().__init__(seed, replica_acks)
+        super().__init__(seed, replica_acks, sharded_pubsub=True)
         self._nodes: dict[tuple[str, int], Lane] = {}
         self._slots: list[tuple[str, int] | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
         #: the masters serving slots now, in slot order (a lost one leaves the list)
         self._masters: list[tuple[str, int]] = []
         self._refreshing: asyncio.Task[None] | None = None
+        #: commands refused with TRYAGAIN or CLUSTERDOWN, by slot, in submission order; the
+        #: slot's new commands wait behind them so a partition's commands keep their order
+        self._held: dict[int, list[_Pending]] = {}
+        self._sequence = 0
         self._refreshed_at = 0.0
 
     # -- the slot map -----------------------------------------------------------------
@@ -85,7 +113,7 @@ class ClusterLane(Lane):
             for slot in range(start, end + 1):
                 slots[slot] = address
             if address not in self._nodes:
-                self._nodes[address] = Lane(self._node_client(address), self.replica_acks)
+                self._nodes[address] = self._node_lane(address)
                 await self._nodes[address].load_scripts()
         self._slots = slots
         self._masters = list(dict.fromkeys(a for a in slots if a is not None))
@@ -102,6 +130,9 @@ class ClusterLane(Lane):
         return Redis(
             connection_pool=ConnectionPool(connection_class=seed.connection_class, **kwargs)
         )
+
+    def _node_lane(self, address: tuple[str, int]) -> Lane:
+        return Lane(self._node_client(address), self.replica_acks, sharded_pubsub=True)
 
     def _refresh_soon(self) -> None:
         if self._refreshing is not None or self._closed:
@@ -131,6 +162,18 @@ class ClusterLane(Lane):
             raise StorageError(f"no master of the Redis Cluster serves slot {slot}")
         return self._nodes[address]
 
+    def shard_of(self, channel: str) -> tuple[tuple[str, int], Redis]:
+        """The master serving ``channel``'s slot and its client: where a sharded
+        subscription to it goes (``SSUBSCRIBE``, :mod:`.notifier`).
+
+        Raises:
+            StorageError: no master serves the slot now.
+        """
+        address = self._slots[key_slot(channel.encode())]
+        if address is None or address not in self._nodes:
+            raise StorageError(f"no master of the Redis Cluster serves channel {channel}")
+        return address, self._nodes[address].redis
+
     def node_clients(self) -> list[Redis]:
         """A client of every master known (the notifier moves to one when its node is
         lost)."""
@@ -144,59 +187,95 @@ class ClusterLane(Lane):
         script: Script | None,
         decode: Callable[[Any], Any] | None,
     ) -> asyncio.Future[Any]:
-        outer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._route(outer, args, script, decode, MAX_REDIRECTS, asking=False)
-        return outer
+        loop = asyncio.get_running_loop()
+        self._sequence += 1
+        command = _Pending(
+            self._sequence,
+            loop.create_future(),
+            args,
+            script,
+            decode,
+            MAX_REDIRECTS,
+            loop.time() + HOLD_SECONDS,
+        )
+        try:
+            slot = command_slot(args)
+        except ValueError as exc:
+            command.outer.set_exception(StorageError(str(exc)))
+            return command.outer
+        if slot is not None and slot in self._held:
+            bisect.insort(self._held[slot], command)  # behind the slot's held commands
+        else:
+            self._route(command, slot)
+        return command.outer
 
     def _route(
         self,
-        outer: asyncio.Future[Any],
-        args: tuple[Any, ...],
-        script: Script | None,
-        decode: Callable[[Any], Any] | None,
-        redirects: int,
+        command: _Pending,
+        slot: int | None,
         *,
-        asking: bool,
+        asking: bool = False,
         address: tuple[str, int] | None = None,
     ) -> None:
         try:
-            lane = (
-                self._nodes[address] if address is not None else self._lane_for(command_slot(args))
-            )
-        except (StorageError, ValueError) as exc:
-            outer.set_exception(StorageError(str(exc)))
+            lane = self._nodes[address] if address is not None else self._lane_for(slot)
+        except StorageError as exc:
+            command.outer.set_exception(exc)
             self._refresh_soon()
             return
         if asking:
             lane.call("ASKING")  # same pipeline, just before the command
-        inner = lane._submit(args, script, decode)
+        inner = lane._submit(command.args, command.script, command.decode)
+        inner.add_done_callback(lambda fut: self._answered(command, slot, fut))
 
-        def done(fut: asyncio.Future[Any]) -> None:
-            if outer.done():
-                return
-            error = fut.exception()
-            if error is None:
-                outer.set_result(fut.result())
-                return
-            redirect = error.__cause__
-            if redirects > 0 and isinstance(redirect, AskError):  # MovedError is one too
-                moved = isinstance(redirect, MovedError)
-                to = (redirect.host or self._seed_host(), int(redirect.port))
-                if moved:
-                    self._refresh_soon()
-                if to not in self._nodes:
-                    self._nodes[to] = Lane(self._node_client(to), self.replica_acks)
-                # not applied by Redis: safe to send where it says
-                self._route(
-                    outer, args, script, decode, redirects - 1, asking=not moved, address=to
-                )
-                return
-            text = str(error)
-            if "unavailable" in text or "connection lost" in text:
+    def _answered(self, command: _Pending, slot: int | None, fut: asyncio.Future[Any]) -> None:
+        outer = command.outer
+        if outer.done():
+            return
+        error = fut.exception()
+        if error is None:
+            outer.set_result(fut.result())
+            return
+        # Redirections and refusals Redis gives before running a command: not applied, so
+        # safe to send again.
+        refusal = error.__cause__
+        if command.redirects > 0 and isinstance(refusal, AskError):  # MovedError is one too
+            moved = isinstance(refusal, MovedError)
+            to = (refusal.host or self._seed_host(), int(refusal.port))
+            if moved:
                 self._refresh_soon()
-            outer.set_exception(error)
+            if to not in self._nodes:
+                self._nodes[to] = self._node_lane(to)
+            command.redirects -= 1
+            self._route(command, slot, asking=not moved, address=to)
+            return
+        if (
+            isinstance(refusal, TryAgainError | ClusterDownError)
+            and slot is not None
+            and asyncio.get_running_loop().time() < command.hold_until
+        ):
+            # TRYAGAIN: a multi-key command while its slot migrates, some keys moved;
+            # CLUSTERDOWN: the cluster is electing a new master. Hold the slot's commands,
+            # in submission order, and try again shortly.
+            if isinstance(refusal, ClusterDownError):
+                self._refresh_soon()
+            self._hold(command, slot)
+            return
+        text = str(error)
+        if "unavailable" in text or "connection lost" in text:
+            self._refresh_soon()
+        outer.set_exception(error)
 
-        inner.add_done_callback(done)
+    def _hold(self, command: _Pending, slot: int) -> None:
+        held = self._held.get(slot)
+        if held is None:
+            held = self._held[slot] = []
+            asyncio.get_running_loop().call_later(HOLD_RETRY, self._send_held, slot)
+        bisect.insort(held, command)
+
+    def _send_held(self, slot: int) -> None:
+        for command in self._held.pop(slot, []):
+            self._route(command, slot)
 
     def notify(self, channel: str) -> None:
         # on the topic's own master, after the commands queued there
@@ -235,6 +314,11 @@ class ClusterLane(Lane):
         self._closed = True
         if self._refreshing is not None:
             self._refreshing.cancel()
+        for held in self._held.values():
+            for command in held:
+                if not command.outer.done():
+                    command.outer.set_exception(ServiceNotReady("the gateway is shutting down"))
+        self._held.clear()
         for lane in list(self._nodes.values()):
             await lane.close()
             # the pool is the lane's own (Redis.aclose leaves a given pool open)

@@ -20,7 +20,7 @@ ahead of everything not yet sent.
 
 ``notify(channel)`` asks for a ``PUBLISH`` on the channel after the current batch: producers
 use it so consumers on every gateway wake up, once per topic per tick instead of once per
-message.
+message. On a Redis Cluster a topic's channels are sharded (``SPUBLISH``, :mod:`.notifier`).
 
 Replica acknowledgements (``--redis-replica-acks N``). Redis replicates asynchronously: a
 master killed right after answering may take its last writes with it, and its promoted
@@ -49,7 +49,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from pulsar_gateway.core.errors import ServiceNotReady, StorageError
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
-from pulsar_gateway.core.storage.slots import is_read_only
+from pulsar_gateway.core.storage.slots import has_hash_tag, is_read_only
 
 __all__ = ["Lane", "ReplicaAcks", "pack_commands"]
 
@@ -160,8 +160,17 @@ class ReplicaAcks:
 class Lane:
     """Per-tick pipelining front of one Redis client, on one dedicated connection."""
 
-    def __init__(self, redis: Redis, replica_acks: ReplicaAcks | None = None) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        replica_acks: ReplicaAcks | None = None,
+        *,
+        sharded_pubsub: bool = False,
+    ) -> None:
+        """``sharded_pubsub``: publish on a topic's channels (those with a hash tag) with
+        ``SPUBLISH``, as a Redis Cluster wants (:mod:`.notifier`)."""
         self.redis = redis
+        self.sharded_pubsub = sharded_pubsub
         self.replica_acks = replica_acks if replica_acks and replica_acks.replicas > 0 else None
         #: the WAIT command ending a writing pipeline, one object: found by identity
         self._wait = self.replica_acks.command if self.replica_acks else None
@@ -214,6 +223,14 @@ class Lane:
         self._notify.add(channel)
         self._schedule()
 
+    def publish(self, channel: str, message: bytes) -> asyncio.Future[Any]:
+        """Queue a publish of ``message`` on ``channel``; resolves with the number of
+        subscribers that got it (on a cluster: of the shard's nodes, or of the node)."""
+        return self._submit((self._publish_command(channel), channel, message), None, None)
+
+    def _publish_command(self, channel: str) -> str:
+        return "SPUBLISH" if self.sharded_pubsub and has_hash_tag(channel) else "PUBLISH"
+
     def _submit(
         self,
         args: tuple[Any, ...],
@@ -259,7 +276,7 @@ class Lane:
         if self._wait is not None and any(not is_read_only(cmd[0], cmd[2]) for cmd in batch):
             batch.append((self._wait, None, None, None))
         for channel in self._notify:
-            batch.append((("PUBLISH", channel, b""), None, None, None))
+            batch.append(((self._publish_command(channel), channel, b""), None, None, None))
         self._notify = set()
         self._in_flight.append(batch)
         self.pipelines_sent += 1
