@@ -68,13 +68,23 @@ def test_topics_on_every_master_produce_and_consume(
 
 
 def test_a_partitioned_topic_spreads_over_masters_and_reads_back(
-    cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
+    cluster: RedisCluster, cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
 ) -> None:
     topic = "persistent://public/default/parts"
     url = f"{cluster_gateway.http_url}/admin/v2/persistent/public/default/parts/partitions"
     assert admin_as(None, "PUT", url, 6)[0] == 204
     client = client_factory(cluster_gateway.url)
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    # every partition's hints are subscribed (SSUBSCRIBE takes one slot's channels at a time)
+    notify = {KeySchema().topic(f"{topic}-partition-{i}").notify_channel for i in range(6)}
+
+    def subscribed() -> set[str]:
+        found: set[str] = set()
+        for node in cluster.masters():
+            found.update(c.decode() for c in node.client().execute_command("PUBSUB SHARDCHANNELS"))
+        return found
+
+    wait_for(lambda: notify <= subscribed())
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(30):
         producer.send(str(i).encode(), partition_key=f"key-{i}")

@@ -23,7 +23,6 @@ to the replica the cluster promotes.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import time
 from collections.abc import Callable
@@ -35,9 +34,9 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
 from pulsar_gateway.core.errors import ServiceNotReady, StorageError
-from pulsar_gateway.core.storage.lane import Lane, ReplicaAcks
+from pulsar_gateway.core.storage.lane import Lane, QueuedCommand, ReplicaAcks
 from pulsar_gateway.core.storage.scripts import Script
-from pulsar_gateway.core.storage.slots import command_slot
+from pulsar_gateway.core.storage.slots import first_key
 
 __all__ = ["ClusterLane", "is_cluster"]
 
@@ -53,19 +52,20 @@ HOLD_RETRY: Final = 0.05
 HOLD_SECONDS: Final = 10.0
 
 
-@dataclass(order=True, slots=True)
-class _Pending:
-    """A command on its way to the master of its slot; ordered by submission."""
+#: Entries of the slot cache before it is emptied (a key's slot never changes).
+SLOT_CACHE_SIZE: Final = 65_536
 
-    sequence: int
-    outer: asyncio.Future[Any] = field(compare=False)
-    args: tuple[Any, ...] = field(compare=False)
-    script: Script | None = field(compare=False)
-    decode: Callable[[Any], Any] | None = field(compare=False)
-    #: redirections (MOVED, ASK) it may still follow
-    redirects: int = field(compare=False)
-    #: loop time after which a TRYAGAIN or CLUSTERDOWN fails it
-    hold_until: float = field(compare=False)
+
+@dataclass(slots=True)
+class _Hold:
+    """A slot's commands waiting to be sent again, in submission order: those Redis refused
+    (TRYAGAIN, CLUSTERDOWN), then those submitted since."""
+
+    refused: list[QueuedCommand] = field(default_factory=list)
+    waiting: list[QueuedCommand] = field(default_factory=list)
+    #: each lane's pipelines sent when the hold began: every command of the slot sent
+    #: before it has been answered (and, if refused, held) once these are answered
+    marks: dict[Lane, int] = field(default_factory=dict)
 
 
 async def is_cluster(redis: Redis) -> bool:
@@ -84,10 +84,12 @@ class ClusterLane(Lane):
         #: the masters serving slots now, in slot order (a lost one leaves the list)
         self._masters: list[tuple[str, int]] = []
         self._refreshing: asyncio.Task[None] | None = None
-        #: commands refused with TRYAGAIN or CLUSTERDOWN, by slot, in submission order; the
-        #: slot's new commands wait behind them so a partition's commands keep their order
-        self._held: dict[int, list[_Pending]] = {}
-        self._sequence = 0
+        #: slots whose commands are held (TRYAGAIN, CLUSTERDOWN)
+        self._held: dict[int, _Hold] = {}
+        #: redirections followed, and the loop time a hold gives up, per command (future)
+        self._redirects: dict[asyncio.Future[Any], int] = {}
+        self._hold_until: dict[asyncio.Future[Any], float] = {}
+        self._slot_cache: dict[Any, int] = {}
         self._refreshed_at = 0.0
 
     # -- the slot map -----------------------------------------------------------------
@@ -132,7 +134,9 @@ class ClusterLane(Lane):
         )
 
     def _node_lane(self, address: tuple[str, int]) -> Lane:
-        return Lane(self._node_client(address), self.replica_acks, sharded_pubsub=True)
+        lane = Lane(self._node_client(address), self.replica_acks, sharded_pubsub=True)
+        lane.on_refused = self._refused
+        return lane
 
     def _refresh_soon(self) -> None:
         if self._refreshing is not None or self._closed:
@@ -181,106 +185,120 @@ class ClusterLane(Lane):
 
     # -- submitting -------------------------------------------------------------------
 
+    def _slot(self, key: Any) -> int:
+        slot = self._slot_cache.get(key)
+        if slot is None:
+            if len(self._slot_cache) >= SLOT_CACHE_SIZE:
+                self._slot_cache.clear()
+            raw = key if isinstance(key, bytes) else str(key).encode()
+            slot = self._slot_cache[key] = key_slot(raw)
+        return slot
+
+    def _slot_of(self, args: tuple[Any, ...]) -> int | None:
+        key = first_key(args)
+        return None if key is None else self._slot(key)
+
     def _submit(
         self,
         args: tuple[Any, ...],
         script: Script | None,
         decode: Callable[[Any], Any] | None,
     ) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        self._sequence += 1
-        command = _Pending(
-            self._sequence,
-            loop.create_future(),
-            args,
-            script,
-            decode,
-            MAX_REDIRECTS,
-            loop.time() + HOLD_SECONDS,
-        )
+        slot = self._slot_of(args)
+        if slot is not None:
+            hold = self._held.get(slot)
+            if hold is not None:  # behind the slot's held commands
+                fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                hold.waiting.append((args, fut, script, decode))
+                return fut
         try:
-            slot = command_slot(args)
-        except ValueError as exc:
-            command.outer.set_exception(StorageError(str(exc)))
-            return command.outer
-        if slot is not None and slot in self._held:
-            bisect.insort(self._held[slot], command)  # behind the slot's held commands
-        else:
-            self._route(command, slot)
-        return command.outer
-
-    def _route(
-        self,
-        command: _Pending,
-        slot: int | None,
-        *,
-        asking: bool = False,
-        address: tuple[str, int] | None = None,
-    ) -> None:
-        try:
-            lane = self._nodes[address] if address is not None else self._lane_for(slot)
+            lane = self._lane_for(slot)
         except StorageError as exc:
-            command.outer.set_exception(exc)
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(exc)
             self._refresh_soon()
-            return
-        if asking:
-            lane.call("ASKING")  # same pipeline, just before the command
-        inner = lane._submit(command.args, command.script, command.decode)
-        inner.add_done_callback(lambda fut: self._answered(command, slot, fut))
+            return fut
+        # the master's lane resolves the future itself; refusals come back to _refused
+        return lane._submit(args, script, decode)
 
-    def _answered(self, command: _Pending, slot: int | None, fut: asyncio.Future[Any]) -> None:
-        outer = command.outer
-        if outer.done():
-            return
-        error = fut.exception()
-        if error is None:
-            outer.set_result(fut.result())
-            return
-        # Redirections and refusals Redis gives before running a command: not applied, so
-        # safe to send again.
-        refusal = error.__cause__
-        if command.redirects > 0 and isinstance(refusal, AskError):  # MovedError is one too
-            moved = isinstance(refusal, MovedError)
-            to = (refusal.host or self._seed_host(), int(refusal.port))
+    def _refused(self, command: QueuedCommand, error: Exception) -> bool:
+        """A master refused ``command`` before running it: take it over and send it again
+        where, or when, Redis says (True); False lets the error fail it."""
+        args, fut, _, _ = command
+        if fut is None:
+            return False
+        if isinstance(error, AskError):  # MovedError is one too
+            count = self._redirects.get(fut, 0)
+            if count >= MAX_REDIRECTS:
+                return False
+            if not count:
+                fut.add_done_callback(self._forget)
+            self._redirects[fut] = count + 1
+            moved = isinstance(error, MovedError)
+            to = (error.host or self._seed_host(), int(error.port))
             if moved:
                 self._refresh_soon()
-            if to not in self._nodes:
-                self._nodes[to] = self._node_lane(to)
-            command.redirects -= 1
-            self._route(command, slot, asking=not moved, address=to)
-            return
-        if (
-            isinstance(refusal, TryAgainError | ClusterDownError)
-            and slot is not None
-            and asyncio.get_running_loop().time() < command.hold_until
-        ):
+            lane = self._nodes.get(to)
+            if lane is None:
+                lane = self._nodes[to] = self._node_lane(to)
+            if not moved:
+                lane.call("ASKING")  # just before the command, in the same pipeline
+            lane.requeue(command)
+            return True
+        if isinstance(error, TryAgainError | ClusterDownError):
             # TRYAGAIN: a multi-key command while its slot migrates, some keys moved;
             # CLUSTERDOWN: the cluster is electing a new master. Hold the slot's commands,
             # in submission order, and try again shortly.
-            if isinstance(refusal, ClusterDownError):
+            slot = self._slot_of(args)
+            now = asyncio.get_running_loop().time()
+            if fut not in self._hold_until:
+                if not self._redirects.get(fut):
+                    fut.add_done_callback(self._forget)
+                self._hold_until[fut] = now + HOLD_SECONDS
+            if slot is None or now >= self._hold_until[fut]:
+                return False
+            if isinstance(error, ClusterDownError):
                 self._refresh_soon()
-            self._hold(command, slot)
-            return
-        text = str(error)
-        if "unavailable" in text or "connection lost" in text:
-            self._refresh_soon()
-        outer.set_exception(error)
+            self._hold(slot).refused.append(command)
+            return True
+        return False
 
-    def _hold(self, command: _Pending, slot: int) -> None:
-        held = self._held.get(slot)
-        if held is None:
-            held = self._held[slot] = []
+    def _forget(self, fut: asyncio.Future[Any]) -> None:
+        self._redirects.pop(fut, None)
+        self._hold_until.pop(fut, None)
+
+    def _hold(self, slot: int) -> _Hold:
+        hold = self._held.get(slot)
+        if hold is None:
+            marks = {lane: lane.pipelines_sent for lane in self._nodes.values()}
+            hold = self._held[slot] = _Hold(marks=marks)
             asyncio.get_running_loop().call_later(HOLD_RETRY, self._send_held, slot)
-        bisect.insort(held, command)
+        return hold
 
     def _send_held(self, slot: int) -> None:
-        for command in self._held.pop(slot, []):
-            self._route(command, slot)
+        hold = self._held.get(slot)
+        if hold is None or self._closed:
+            return
+        if any(lane.pipelines_answered < mark for lane, mark in hold.marks.items()):
+            # a command of the slot sent before the hold may still come back refused
+            asyncio.get_running_loop().call_later(HOLD_RETRY, self._send_held, slot)
+            return
+        del self._held[slot]
+        for command in hold.refused + hold.waiting:
+            fut = command[1]
+            if fut is not None and fut.done():
+                continue
+            try:
+                self._lane_for(slot).requeue(command)
+            except StorageError as exc:
+                if fut is not None:
+                    fut.set_exception(exc)
+                self._refresh_soon()
 
     def notify(self, channel: str) -> None:
         # on the topic's own master, after the commands queued there
         try:
-            self._lane_for(key_slot(channel.encode())).notify(channel)
+            self._lane_for(self._slot(channel)).notify(channel)
         except StorageError:
             self._refresh_soon()
 
@@ -314,10 +332,10 @@ class ClusterLane(Lane):
         self._closed = True
         if self._refreshing is not None:
             self._refreshing.cancel()
-        for held in self._held.values():
-            for command in held:
-                if not command.outer.done():
-                    command.outer.set_exception(ServiceNotReady("the gateway is shutting down"))
+        for hold in self._held.values():
+            for _, fut, _, _ in hold.refused + hold.waiting:
+                if fut is not None and not fut.done():
+                    fut.set_exception(ServiceNotReady("the gateway is shutting down"))
         self._held.clear()
         for lane in list(self._nodes.values()):
             await lane.close()

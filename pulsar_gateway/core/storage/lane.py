@@ -51,7 +51,7 @@ from pulsar_gateway.core.errors import ServiceNotReady, StorageError
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
 from pulsar_gateway.core.storage.slots import has_hash_tag, is_read_only
 
-__all__ = ["Lane", "ReplicaAcks", "pack_commands"]
+__all__ = ["Lane", "QueuedCommand", "ReplicaAcks", "pack_commands"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ MAX_PIPELINES_IN_FLIGHT = 16
 
 #: (arguments, future or None for fire-and-forget PUBLISH, script for NOSCRIPT handling,
 #: decoder of the reply)
-_Command = tuple[
+QueuedCommand = tuple[
     tuple[Any, ...],
     "asyncio.Future[Any] | None",
     Script | None,
@@ -174,11 +174,11 @@ class Lane:
         self.replica_acks = replica_acks if replica_acks and replica_acks.replicas > 0 else None
         #: the WAIT command ending a writing pipeline, one object: found by identity
         self._wait = self.replica_acks.command if self.replica_acks else None
-        self._queue: list[_Command] = []
+        self._queue: list[QueuedCommand] = []
         #: calls refused with NOSCRIPT, in the order they were first sent; sent before _queue
-        self._retry: list[_Command] = []
+        self._retry: list[QueuedCommand] = []
         self._notify: set[str] = set()
-        self._in_flight: deque[list[_Command]] = deque()
+        self._in_flight: deque[list[QueuedCommand]] = deque()
         self._conn: LaneConnection | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -186,8 +186,13 @@ class Lane:
         self._closed = False
         self._idle = asyncio.Event()
         self._idle.set()
-        #: pipelines written so far (tests check that a tick's commands share one)
+        #: pipelines written so far (tests check that a tick's commands share one), and
+        #: pipelines answered or failed since
         self.pipelines_sent = 0
+        self.pipelines_answered = 0
+        #: given an error reply before it fails its command: True when it took the command
+        #: over (a Redis Cluster's redirections, :mod:`.cluster_lane`)
+        self.on_refused: Callable[[QueuedCommand, Exception], bool] | None = None
 
     # -- submitting -------------------------------------------------------------------
 
@@ -245,6 +250,14 @@ class Lane:
         self._schedule()
         return fut
 
+    def requeue(self, command: QueuedCommand) -> None:
+        """Queue a command taken over from another lane (its future unchanged)."""
+        if self._closed:
+            self._fail([command], ServiceNotReady("the gateway is shutting down"))
+            return
+        self._queue.append(command)
+        self._schedule()
+
     def _schedule(self) -> None:
         if not self._scheduled:
             self._scheduled = True
@@ -301,7 +314,7 @@ class Lane:
             self._connecting = None
             self._schedule()
 
-    def _take_queue(self) -> list[_Command]:
+    def _take_queue(self) -> list[QueuedCommand]:
         batch, self._retry, self._queue = self._retry + self._queue, [], []
         self._notify = set()
         return batch
@@ -316,6 +329,7 @@ class Lane:
                 async with asyncio.timeout(PIPELINE_TIMEOUT):
                     replies = [await self._read_one(conn) for _ in batch]
                 self._in_flight.popleft()
+                self.pipelines_answered += 1
                 if self._queue or self._notify or self._retry:
                     self._schedule()
                 refused = [
@@ -326,12 +340,16 @@ class Lane:
                 if refused:
                     await self._resend_after_script_load(refused)
                 unconfirmed = self._unconfirmed(batch, replies)
-                for (args, fut, script, decode), reply in zip(batch, replies, strict=True):
+                take_over = self.on_refused
+                for command, reply in zip(batch, replies, strict=True):
+                    args, fut, script, decode = command
                     if fut is None or fut.done() or isinstance(reply, NoScriptError):
                         continue
                     if unconfirmed is not None and not is_read_only(args, script):
                         fut.set_exception(StorageError(unconfirmed))
                     elif isinstance(reply, Exception):
+                        if take_over is not None and take_over(command, reply):
+                            continue
                         error = StorageError(str(reply))
                         error.__cause__ = reply  # the Redis error (a cluster's MOVED, ASK)
                         fut.set_exception(error)
@@ -350,7 +368,7 @@ class Lane:
                 self._reader = asyncio.get_running_loop().create_task(self._read_replies(conn))
             self._check_idle()
 
-    def _unconfirmed(self, batch: list[_Command], replies: list[Any]) -> str | None:
+    def _unconfirmed(self, batch: list[QueuedCommand], replies: list[Any]) -> str | None:
         """Why the batch's writes fail when its ``WAIT`` fell short, else None."""
         if self.replica_acks is None:
             return None
@@ -374,7 +392,7 @@ class Lane:
         except ResponseError as exc:
             return exc
 
-    async def _resend_after_script_load(self, refused: list[_Command]) -> None:
+    async def _resend_after_script_load(self, refused: list[QueuedCommand]) -> None:
         """Redis lost the scripts (restart, SCRIPT FLUSH): load them on another connection
         and send the refused calls again ahead of anything not yet sent. Script calls in
         later pipelines already sent were refused too and join the retry list after these,
@@ -388,6 +406,7 @@ class Lane:
         if self._conn is conn:
             self._conn = None
         pending = [cmd for batch in self._in_flight for cmd in batch]
+        self.pipelines_answered += len(self._in_flight)
         self._in_flight.clear()
         self._fail(pending, error)
         asyncio.get_running_loop().create_task(self._release(conn))
@@ -396,7 +415,7 @@ class Lane:
         await conn.disconnect(nowait=True)
 
     @staticmethod
-    def _fail(commands: list[_Command], error: Exception) -> None:
+    def _fail(commands: list[QueuedCommand], error: Exception) -> None:
         for _, fut, _, _ in commands:
             if fut is not None and not fut.done():
                 # one instance each: a raised exception carries its own traceback

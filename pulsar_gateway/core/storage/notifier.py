@@ -74,10 +74,13 @@ class _Link:
         self.channels.discard(channel)
         self.changes.put_nowait((False, channel))
 
-    def _subscribe(self, *channels: str) -> Awaitable[Any]:
-        if self.sharded:
-            return self.pubsub.ssubscribe(*channels)
-        return self.pubsub.subscribe(*channels)
+    async def _subscribe(self, *channels: str) -> None:
+        if not self.sharded:
+            await self.pubsub.subscribe(*channels)
+            return
+        # SSUBSCRIBE takes channels of one slot only, and every topic has its own slot
+        for channel in channels:
+            await self.pubsub.ssubscribe(channel)
 
     def _unsubscribe(self, channel: str) -> Awaitable[Any]:
         if self.sharded:

@@ -16,7 +16,14 @@ from typing import Any, Final
 
 from redis.crc import key_slot
 
-__all__ = ["CrossSlot", "command_keys", "command_slot", "has_hash_tag", "is_read_only"]
+__all__ = [
+    "CrossSlot",
+    "command_keys",
+    "command_slot",
+    "first_key",
+    "has_hash_tag",
+    "is_read_only",
+]
 
 #: Commands whose arguments after the name are all keys.
 _ALL_KEYS: Final = frozenset({b"DEL", b"EXISTS", b"UNLINK", b"TOUCH"})
@@ -64,6 +71,21 @@ def command_keys(args: Sequence[Any]) -> list[bytes]:
     # every other command the gateway sends (X*, H*, S*, Z*, L*, GET, SET, PEXPIRE, TYPE,
     # SPUBLISH...) names one key, first
     return [_bytes(args[1])] if len(args) > 1 else []
+
+
+def first_key(args: Sequence[Any]) -> Any:
+    """The first key a command names, None when it names none: what a Redis Cluster client
+    routes by (the tests check, with :func:`command_slot`, that the others share its slot;
+    Redis refuses a command whose keys do not, with ``CROSSSLOT``)."""
+    name = args[0]
+    if name == "EVALSHA":  # the hot path: the gateway's script calls
+        return args[3] if int(args[2]) > 0 else None
+    upper = _bytes(name).upper()
+    if upper in _NO_KEY:
+        return None
+    if upper in _SCRIPTS:
+        return args[3] if int(args[2]) > 0 else None
+    return args[1] if len(args) > 1 else None
 
 
 def command_slot(args: Sequence[Any]) -> int | None:
