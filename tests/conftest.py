@@ -4,6 +4,10 @@
   port, or the server named by ``PGW_TEST_REDIS_URL`` (compose, CI services). Skips cleanly
   when neither exists, so unit tests still run anywhere.
 * ``redis_clean`` (function): flushes that server before the test.
+* ``PGW_TEST_REDIS_CLUSTER=1`` puts both on a real Redis Cluster instead (3 masters and
+  3 replicas, :mod:`tests.redis_cluster`): ``redis_url`` names one of its nodes (every
+  gateway then runs its cluster lane) and ``redis_clean`` is a ``redis.cluster.RedisCluster``
+  client. ``tests/cluster_suite.txt`` lists the files ``./dev test`` runs that way too.
 * ``gateway`` / ``gateway_factory``: real gateways on that Redis, each running in its own
   thread and event loop (the official client's sync API blocks, so the gateway must not share
   the test's loop). ``gateway_process`` runs one as a subprocess of the real
@@ -36,8 +40,10 @@ from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster as ClusterClient
 
 from pulsar_gateway.core.model.topic_name import parse_topic_name
+from pulsar_gateway.core.storage import ClusterLane
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.server.config import GatewayConfig
 from pulsar_gateway.server.main import Gateway
@@ -46,6 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TIME_SCALE = float(os.environ.get("PGW_TEST_TIME_SCALE", "1"))
 #: A generous "should have happened by now" in seconds.
 TIMEOUT = 10.0 * TIME_SCALE
+#: The tests run on a real Redis Cluster (``PGW_TEST_REDIS_CLUSTER=1``), not one node.
+ON_CLUSTER = os.environ.get("PGW_TEST_REDIS_CLUSTER", "") not in ("", "0")
 
 
 def free_port() -> int:
@@ -71,15 +79,17 @@ def stream_key(topic: str) -> str:
     return KeySchema().topic(parse_topic_name(topic)).stream
 
 
-def data_keys(client: redis.Redis) -> list[str]:
+def data_keys(client: redis.Redis | ClusterClient) -> list[str]:
     """Every key in Redis but the fleet's bookkeeping, sorted: the gateway registry and the
     rate reports (written by any live gateway) and the tenant registry (which holds the
-    standalone defaults from the start). For tests that check what a topic leaves behind."""
+    standalone defaults from the start). For tests that check what a topic leaves behind.
+    ``SCAN`` (not ``KEYS``, which a cluster client sends to one node): on a cluster, the
+    client walks every master."""
     schema = KeySchema()
     registry = schema.tenant_namespaces("")
     return sorted(
         key
-        for key in (k.decode() for k in client.keys("*"))
+        for key in {k.decode() for k in client.scan_iter()}
         if key not in (schema.gateways, schema.tenants)
         and not key.startswith(registry)
         and not key.endswith(":gateway-stats")
@@ -98,6 +108,9 @@ def topic(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
+    if ON_CLUSTER:
+        yield from _cluster_url()
+        return
     url = os.environ.get("PGW_TEST_REDIS_URL")
     if url:
         yield url
@@ -137,6 +150,19 @@ def redis_url() -> Iterator[str]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _cluster_url() -> Iterator[str]:
+    """A real Redis Cluster (3 masters, 3 replicas) for the session; the URL of one node."""
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.fail("PGW_TEST_REDIS_CLUSTER needs redis-server and redis-cli on PATH")
+    from tests.redis_cluster import RedisCluster  # it imports this module
+
+    cluster = RedisCluster().start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
 def _pings(client: redis.Redis) -> bool:
     try:
         return bool(client.ping())
@@ -146,8 +172,11 @@ def _pings(client: redis.Redis) -> bool:
 
 @pytest.fixture
 def redis_clean(redis_url: str) -> Iterator[redis.Redis]:
-    """A sync client on the test Redis, flushed before the test."""
-    client = redis.Redis.from_url(redis_url)
+    """A sync client on the test Redis, flushed before the test. On a cluster
+    (``PGW_TEST_REDIS_CLUSTER``) a ``redis.cluster.RedisCluster``, whose ``FLUSHALL`` and
+    ``scan_iter`` reach every master and whose key commands go to the key's master."""
+    kind: Any = ClusterClient if ON_CLUSTER else redis.Redis
+    client = kind.from_url(redis_url)
     client.flushall()
     yield client
     client.close()
@@ -237,6 +266,9 @@ def gateway_factory(
     def factory(**overrides: Any) -> GatewayThread:
         gw = GatewayThread(make_config(redis_url, **overrides)).start()
         started.append(gw)
+        if ON_CLUSTER and gw.gateway.config.redis_url == redis_url:
+            assert gw.gateway.core is not None
+            assert isinstance(gw.gateway.core.lane, ClusterLane), "not on the Redis Cluster"
         return gw
 
     yield factory
