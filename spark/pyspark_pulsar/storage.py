@@ -17,6 +17,13 @@ position *p* (kept in the offset, :class:`pyspark_pulsar.offsets.Position`), ent
 were lost iff more than *a* entries are gone (``entries-added - length``). Where the count is
 not known (a user's starting offset or time, Redis 6.2), ``XDEL`` past *p* is still caught by
 Redis's ``max-deleted-entry-id``.
+
+On a Redis Cluster (the URL names any node; ``INFO cluster`` says ``cluster_enabled:1``)
+the reads go through redis-py's cluster client, which routes each command to the master of
+its key's slot and follows ``MOVED``/``ASK``: every key of a topic partition shares one hash
+tag, so each partition is read from its master. The cluster client's pipelines refuse
+scripts, so the one-key Lua scripts run per master on that node's own pipeline
+(:func:`_per_master`).
 """
 
 from __future__ import annotations
@@ -28,9 +35,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import redis
+from redis.cluster import RedisCluster
+from redis.commands.core import Script
+from redis.exceptions import ClusterDownError, RedisClusterException
 
 from pulsar_gateway.core import (
     PARTITION_SUFFIX,
@@ -201,21 +211,93 @@ def locate_storage(
     )
 
 
+#: A single Redis, or a Redis Cluster (the cluster client routes each command by its key).
+Client: TypeAlias = redis.Redis | RedisCluster
+
+#: What a read that cannot reach Redis raises (the cluster client's own errors when no node
+#: answers, or while a failover leaves a slot without a master).
+_UNREACHABLE: Final = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    ClusterDownError,
+    RedisClusterException,
+)
+
 # One client per Redis per Python process: Spark reuses its Python workers across tasks,
 # so an executor connects once, not once per task.
-_CLIENTS: dict[tuple[str, float], redis.Redis] = {}
+_CLIENTS: dict[tuple[str, float], Client] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def _client(url: str, timeout: float) -> redis.Redis:
+def _client(url: str, timeout: float) -> Client:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get((url, timeout))
         if client is None:
-            client = redis.Redis.from_url(
-                url, socket_timeout=timeout, socket_connect_timeout=min(timeout, 10.0)
-            )
+            client = _connect(url, timeout)
             _CLIENTS[(url, timeout)] = client
         return client
+
+
+def _connect(url: str, timeout: float) -> Client:
+    """A client of the Redis at ``url``: the cluster client when it names a node of a Redis
+    Cluster (asked once, with ``INFO cluster``, as the gateway asks), else ``redis.Redis``."""
+    node = redis.Redis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=min(timeout, 10.0)
+    )
+    try:
+        info = node.info("cluster")
+    except redis.ResponseError as exc:  # INFO refused (ACLs): read it as the one Redis
+        log.debug("INFO cluster refused by %s (%s): reading it as a single Redis", url, exc)
+        return node
+    except BaseException:
+        node.close()
+        raise
+    if not int(info.get("cluster_enabled", 0)):
+        return node
+    node.close()
+    log.info("%s is a node of a Redis Cluster: reading each topic partition from its master", url)
+    return RedisCluster.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=min(timeout, 10.0)
+    )
+
+
+def _per_master(client: RedisCluster, script: Script, keys: Sequence[str]) -> list[Any]:
+    """``script`` (of one key) run on each of ``keys``, one pipelined round trip per master.
+
+    redis-py's ``ClusterPipeline`` refuses scripts (``EVALSHA`` is "blocked when running
+    redis in cluster mode"), so the keys are grouped by their slot's master and the scripts
+    pipelined on that node's own client. A key the node does not serve any more (``MOVED``,
+    ``ASK``, ``TRYAGAIN``, ``CLUSTERDOWN``), or a node that cannot be reached, is run again
+    through the cluster client, which follows the redirection or finds the new master: the
+    scripts only read, so running one twice is harmless.
+    """
+    replies: list[Any] = [None] * len(keys)
+    again: list[int] = []
+    by_node: dict[str, tuple[redis.Redis, list[int]]] = {}
+    for i, key in enumerate(keys):
+        node = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
+        connection = node.redis_connection if node is not None else None
+        if connection is None:
+            again.append(i)
+        else:
+            by_node.setdefault(node.name, (connection, []))[1].append(i)
+    for connection, indexes in by_node.values():
+        pipe = connection.pipeline(transaction=False)
+        for i in indexes:
+            script(keys=[keys[i]], client=pipe)
+        try:
+            results = pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError):
+            again += indexes
+            continue
+        for i, result in zip(indexes, results, strict=True):
+            if isinstance(result, redis.ResponseError):
+                again.append(i)
+            else:
+                replies[i] = result
+    for i in sorted(again):
+        replies[i] = script(keys=[keys[i]], client=client)
+    return replies
 
 
 def _text(value: bytes | str) -> str:
@@ -240,17 +322,40 @@ class TopicStore:
         self.__init__(state["location"], state["timeout_ms"])  # type: ignore[misc]
 
     @property
-    def redis(self) -> redis.Redis:
-        return _client(self.location.url, self.timeout_ms / 1000)
+    def redis(self) -> Client:
+        """The process's client of this Redis (a cluster client on a Redis Cluster).
+
+        Raises:
+            StorageUnavailable: Redis cannot be reached to connect.
+        """
+        try:
+            return _client(self.location.url, self.timeout_ms / 1000)
+        except _UNREACHABLE as exc:
+            raise self._unavailable("connect", exc) from None
+
+    def _unavailable(self, what: str, exc: Exception) -> StorageUnavailable:
+        return StorageUnavailable(
+            f"cannot reach Redis at {self.location.url} to {what}: {exc} (the option "
+            "'redis.url' says where the executors read)"
+        )
 
     def _call(self, what: str, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise StorageUnavailable(
-                f"cannot reach Redis at {self.location.url} to {what}: {exc} (the option "
-                "'redis.url' says where the executors read)"
-            ) from None
+        except _UNREACHABLE as exc:
+            raise self._unavailable(what, exc) from None
+
+    def _per_key(self, what: str, source: str, keys: Sequence[str]) -> list[Any]:
+        """The one-key Lua script ``source`` run on each of ``keys``, pipelined (on a Redis
+        Cluster, one pipeline per master: :func:`_per_master`)."""
+        client = self.redis
+        script = client.register_script(source)
+        if isinstance(client, RedisCluster):
+            return list(self._call(what, _per_master, client, script, keys))
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            script(keys=[key], client=pipe)
+        return list(self._call(what, pipe.execute))
 
     # -- topics ------------------------------------------------------------------------
 
@@ -341,11 +446,11 @@ class TopicStore:
     def last_positions(self, partitions: Sequence[str]) -> dict[str, Position]:
         """The position of each partition's last entry now, with the stream's entry count
         (``BEGINNING`` when it has none; an emptied stream keeps its last id)."""
-        script = self.redis.register_script(_LAST_LUA)
-        pipe = self.redis.pipeline(transaction=False)
-        for name in partitions:
-            script(keys=[self.keys.topic(name).stream], client=pipe)
-        replies = self._call("read the last entries", pipe.execute)
+        replies = self._per_key(
+            "read the last entries",
+            _LAST_LUA,
+            [self.keys.topic(name).stream for name in partitions],
+        )
         out = {}
         for name, (last, added) in zip(partitions, replies, strict=True):
             if not last:
