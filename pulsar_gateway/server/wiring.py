@@ -110,8 +110,9 @@ def build(
     replica_acks = storage.ReplicaAcks(
         config.redis_replica_acks, config.redis_replica_ack_timeout_ms
     )
+    metrics = fleet.GatewayMetrics(config.cluster_name)
     if redis_cluster:
-        cluster_lane = storage.ClusterLane(redis, replica_acks)
+        cluster_lane = storage.ClusterLane(redis, replica_acks, metrics.count_storage_errors)
         lane: storage.Lane = cluster_lane
         notifier = storage.Notifier(
             redis,
@@ -120,9 +121,8 @@ def build(
             refresh=cluster_lane.refresh,
         )
     else:
-        lane = storage.Lane(redis, replica_acks)
+        lane = storage.Lane(redis, replica_acks, on_error=metrics.count_storage_errors)
         notifier = storage.Notifier(redis)
-    metrics = fleet.GatewayMetrics(config.cluster_name)
 
     # policies and auth
     policy_store = policies.Policies(lane, notifier, keys)

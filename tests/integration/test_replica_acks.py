@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from pulsar_gateway.core.storage.keys import KeySchema
-from tests.adminhttp import admin
+from tests.adminhttp import admin, admin_text
 from tests.conftest import TIMEOUT, GatewayThread, make_config, start_redis_server, wait_for
 from tests.wsclient import connect, producer_url
 
@@ -238,3 +238,12 @@ def test_an_unconfirmed_write_fails_and_its_resend_is_deduplicated(
     with pytest.raises(pulsar.Timeout):
         consumer.receive(500)
     assert master.client.xlen(KeySchema().topic(topic).stream) == 6
+    # the failed writes are counted for the RedisErrors alert (compose/prometheus)
+    status, text = admin_text("GET", f"{gw.http_url}/metrics")
+    assert status == 200
+    counted = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith('pulsar_gateway_storage_errors_total{kind="unconfirmed"}')
+    ]
+    assert counted and counted[0] >= 1, counted

@@ -46,6 +46,13 @@ class GatewayMetrics:
             ["protocol", "error"],
             registry=r,
         )
+        self.storage_errors = Counter(
+            "pulsar_gateway_storage_errors",
+            "Redis commands failed by Redis trouble: unavailable (no connection, or lost "
+            "with the command in flight) or unconfirmed (replicas did not confirm in time)",
+            ["kind"],
+            registry=r,
+        )
         self.http_requests = Counter(
             "pulsar_gateway_http_requests",
             "HTTP requests answered (admin, REST, WebSocket upgrades, metrics), by route",
@@ -61,6 +68,10 @@ class GatewayMetrics:
         self.delayed_rejected: Tally[tuple[str, str]] = Tally()
         self.fixed_delay_overridden: Tally[tuple[str, str]] = Tally()
         r.register(_HotCounters(self))
+
+    def count_storage_errors(self, kind: str, count: int) -> None:
+        """Count commands the storage lane failed (``Lane.on_error``)."""
+        self.storage_errors.labels(kind).inc(count)
 
     def count_command(self, protocol: str, command: str) -> None:
         """Count one received command."""

@@ -77,8 +77,13 @@ async def is_cluster(redis: Redis) -> bool:
 class ClusterLane(Lane):
     """A :class:`Lane` front over one lane per master of the cluster ``seed`` belongs to."""
 
-    def __init__(self, seed: Redis, replica_acks: ReplicaAcks | None = None) -> None:
-        super().__init__(seed, replica_acks, sharded_pubsub=True)
+    def __init__(
+        self,
+        seed: Redis,
+        replica_acks: ReplicaAcks | None = None,
+        on_error: Callable[[str, int], None] | None = None,
+    ) -> None:
+        super().__init__(seed, replica_acks, sharded_pubsub=True, on_error=on_error)
         self._nodes: dict[tuple[str, int], Lane] = {}
         self._slots: list[tuple[str, int] | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
         #: the masters serving slots now, in slot order (a lost one leaves the list)
@@ -134,7 +139,12 @@ class ClusterLane(Lane):
         )
 
     def _node_lane(self, address: tuple[str, int]) -> Lane:
-        lane = Lane(self._node_client(address), self.replica_acks, sharded_pubsub=True)
+        lane = Lane(
+            self._node_client(address),
+            self.replica_acks,
+            sharded_pubsub=True,
+            on_error=self.on_error,
+        )
         lane.on_refused = self._refused
         return lane
 

@@ -166,10 +166,15 @@ class Lane:
         replica_acks: ReplicaAcks | None = None,
         *,
         sharded_pubsub: bool = False,
+        on_error: Callable[[str, int], None] | None = None,
     ) -> None:
         """``sharded_pubsub``: publish on a topic's channels (those with a hash tag) with
-        ``SPUBLISH``, as a Redis Cluster wants (:mod:`.notifier`)."""
+        ``SPUBLISH``, as a Redis Cluster wants (:mod:`.notifier`). ``on_error(kind, n)``:
+        told of ``n`` commands failed by Redis trouble, ``kind`` ``"unavailable"`` (no
+        connection, or lost with the command in flight) or ``"unconfirmed"`` (replicas did
+        not confirm in time), for the gateway's metrics."""
         self.redis = redis
+        self.on_error = on_error
         self.sharded_pubsub = sharded_pubsub
         self.replica_acks = replica_acks if replica_acks and replica_acks.replicas > 0 else None
         #: the WAIT command ending a writing pipeline, one object: found by identity
@@ -347,6 +352,7 @@ class Lane:
                         continue
                     if unconfirmed is not None and not is_read_only(args, script):
                         fut.set_exception(StorageError(unconfirmed))
+                        self._count_error("unconfirmed", 1)
                     elif isinstance(reply, Exception):
                         if take_over is not None and take_over(command, reply):
                             continue
@@ -414,12 +420,19 @@ class Lane:
     async def _release(self, conn: LaneConnection) -> None:
         await conn.disconnect(nowait=True)
 
-    @staticmethod
-    def _fail(commands: list[QueuedCommand], error: Exception) -> None:
+    def _fail(self, commands: list[QueuedCommand], error: Exception) -> None:
+        failed = 0
         for _, fut, _, _ in commands:
             if fut is not None and not fut.done():
                 # one instance each: a raised exception carries its own traceback
                 fut.set_exception(type(error)(*error.args))
+                failed += 1
+        if failed and isinstance(error, StorageError):
+            self._count_error("unavailable", failed)
+
+    def _count_error(self, kind: str, count: int) -> None:
+        if self.on_error is not None:
+            self.on_error(kind, count)
 
     def _check_idle(self) -> None:
         if (
