@@ -115,11 +115,7 @@ def redis_url() -> Iterator[str]:
     if url:
         yield url
         return
-    binary = shutil.which("redis-server")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide redis-server (.ci/run installs it)")
-        pytest.skip("no redis-server on PATH and PGW_TEST_REDIS_URL not set")
+    binary = redis_server_binary()
     workdir = tempfile.mkdtemp(prefix="pgw-test-redis-")
     proc, port = start_redis_server(binary, workdir)
     try:
@@ -141,6 +137,17 @@ def _cluster_url() -> Iterator[str]:
         yield cluster.url
     finally:
         cluster.stop()
+
+
+def redis_server_binary() -> str:
+    """The ``redis-server`` on PATH; CI must have one (``./dev test`` installs it), elsewhere
+    the tests that need it are skipped."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide redis-server (.ci/run installs it)")
+        pytest.skip("no redis-server on PATH and PGW_TEST_REDIS_URL not set")
+    return binary
 
 
 def start_redis_server(

@@ -16,13 +16,15 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import pytest
 import redis
 
 from tests.conftest import TIMEOUT, wait_for
 
-__all__ = ["ClusterNode", "RedisCluster"]
+__all__ = ["ClusterNode", "RedisCluster", "cluster"]
 
 
 @dataclass
@@ -203,3 +205,13 @@ def wait_for_promotion(cluster: RedisCluster, timeout: float = 3 * TIMEOUT) -> N
             pass
         time.sleep(0.1)
     raise AssertionError("no replica was promoted in time")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RedisCluster]:
+    """A cluster for the test module that imports this fixture, stopped after it."""
+    started = RedisCluster().start()
+    try:
+        yield started
+    finally:
+        started.stop()

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 from redis.cluster import RedisCluster as ClusterClient
 
 from pulsar_gateway.core.storage.keys import KeySchema
-from tests.redis_cluster import RedisCluster, wait_for_promotion
+from tests.redis_cluster import RedisCluster, cluster, wait_for_promotion
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[RedisCluster]:
-    started = RedisCluster().start()
-    try:
-        yield started
-    finally:
-        started.stop()
+__all__ = ["cluster"]  # the module-scoped fixture, imported for pytest
 
 
 def test_three_masters_share_the_slots_and_topics_spread_over_them(cluster: RedisCluster) -> None:

@@ -25,7 +25,14 @@ import redis
 
 from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin, admin_text
-from tests.conftest import TIMEOUT, GatewayThread, make_config, start_redis_server, wait_for
+from tests.conftest import (
+    TIMEOUT,
+    GatewayThread,
+    make_config,
+    redis_server_binary,
+    start_redis_server,
+    wait_for,
+)
 from tests.wsclient import connect, producer_url
 
 #: How long a paused replica must hold an answer back for the test to call it held.
@@ -34,12 +41,9 @@ HELD = 0.7
 
 class Node:
     def __init__(self, root: str, name: str, *extra: str) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.skip("no redis-server on PATH")
         workdir = os.path.join(root, name)
         os.makedirs(workdir)
-        self.proc, self.port = start_redis_server(binary, workdir, *extra)
+        self.proc, self.port = start_redis_server(redis_server_binary(), workdir, *extra)
         self.client = redis.Redis(port=self.port, socket_timeout=TIMEOUT)
 
     @property

@@ -37,22 +37,13 @@ from tests.integration.test_spark_read import (
     received,
     send_all,
 )
-from tests.redis_cluster import RedisCluster
+from tests.redis_cluster import RedisCluster, cluster
 
-__all__ = ["spark"]  # the module-scoped session fixture, imported for pytest
+__all__ = ["cluster", "spark"]  # module-scoped fixtures, imported for pytest
 
 NS = "persistent://public/default"
 PARTITIONS = 3
 RECEIVE_MS = int(TIMEOUT * 1000)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[RedisCluster]:
-    started = RedisCluster().start()
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")

@@ -183,7 +183,7 @@ class ClusterLane(Lane):
         Raises:
             StorageError: no master serves the slot now.
         """
-        address = self._slots[key_slot(channel.encode())]
+        address = self._slots[self._slot(channel)]
         if address is None or address not in self._nodes:
             raise StorageError(f"no master of the Redis Cluster serves channel {channel}")
         return address, self._nodes[address].redis
