@@ -59,9 +59,11 @@ def entry(
     return [stream_id, fields, redeliveries, b""]
 
 
-def dispatched(*entries: list[Any], moved: int = 0, next_due: int = -1) -> list[Any]:
-    """``{0, moved, next_due, (id, fields, redelivery_count, ack set)...}``."""
-    return [0, moved, next_due, *itertools.chain.from_iterable(entries)]
+def dispatched(
+    *entries: list[Any], moved: int = 0, next_due: int = -1, late: list[int] | None = None
+) -> list[Any]:
+    """``{0, moved, next_due, late, (id, fields, redelivery_count, ack set)...}``."""
+    return [0, moved, next_due, late or [], *itertools.chain.from_iterable(entries)]
 
 
 class Backlog:
@@ -284,6 +286,25 @@ async def test_wake_fleet_reply_notifies_the_topic_channel(
     assert await sub.dispatcher.run_once() == 1
 
     assert lane.notified == [sub.topic.keys.notify_channel]  # the second reply moved nothing
+
+
+async def test_scheduled_messages_lateness_is_observed_once_each(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    sub = make_subscription(Shared)
+    lane.on_script(
+        "dispatch",
+        replies(dispatched(entry(b"2000-0"), entry(b"2000-1"), late=[3, 1500]), dispatched()),
+    )
+    add_consumer(sub, "gw-0", permits=10)
+
+    assert await sub.dispatcher.run_once() == 2
+
+    histogram = sub.metrics.registry.get_sample_value
+    name = "pulsar_gateway_delayed_delivery_lateness_seconds"
+    assert histogram(f"{name}_count") == 2
+    assert histogram(f"{name}_sum") == pytest.approx(1.503)
+    assert histogram(f"{name}_bucket", {"le": "0.005"}) == 1
 
 
 async def test_failed_dispatch_abandons_the_consumer_and_hands_its_entries_back(

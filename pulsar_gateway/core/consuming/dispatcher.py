@@ -35,6 +35,7 @@ from typing import Protocol
 
 from pulsar_gateway.core.consuming.consumer import Consumer
 from pulsar_gateway.core.errors import GatewayError, ServiceNotReady
+from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
@@ -75,6 +76,7 @@ class DispatchedSubscription(Protocol):
     lease_ms: int
     read_compacted: bool
     consumers: list[Consumer]
+    metrics: GatewayMetrics
 
     def set_active(self, active_uid: str) -> None:
         """Failover: mark which local consumer is active."""
@@ -298,6 +300,8 @@ class Dispatcher:
             sub.topic.notify()
         if reply.next_due_ms >= 0:
             self._wake_at(reply.next_due_ms)
+        if reply.lateness_ms:
+            sub.metrics.observe_delayed_lateness(reply.lateness_ms)
         if sub.type is SubscriptionType.FAILOVER:
             sub.set_active(consumer.uid)
         return True

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -53,6 +53,15 @@ class GatewayMetrics:
             ["kind"],
             registry=r,
         )
+        # PIP-26 promises delivery at or after the deliver-at time; how long after is what an
+        # operator watches (the fleet's DelayedMessagesLate alert, docs/fleet.md)
+        self.delayed_lateness = Histogram(
+            "pulsar_gateway_delayed_delivery_lateness_seconds",
+            "How long after its deliver-at time a scheduled message was taken for delivery "
+            "(Redis's clock)",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=r,
+        )
         self.http_requests = Counter(
             "pulsar_gateway_http_requests",
             "HTTP requests answered (admin, REST, WebSocket upgrades, metrics), by route",
@@ -72,6 +81,11 @@ class GatewayMetrics:
     def count_storage_errors(self, kind: str, count: int) -> None:
         """Count commands the storage lane failed (``Lane.on_error``)."""
         self.storage_errors.labels(kind).inc(count)
+
+    def observe_delayed_lateness(self, lateness_ms: list[int]) -> None:
+        """Record scheduled messages taken for delivery ``lateness_ms`` after their time."""
+        for ms in lateness_ms:
+            self.delayed_lateness.observe(ms / 1000)
 
     def count_command(self, protocol: str, command: str) -> None:
         """Count one received command."""

@@ -53,6 +53,8 @@ class DispatchReply:
             ahead of the earliest scheduled one: other gateways must be woken.
         next_due_ms: ms until the subscription's earliest scheduled message is due (Redis's
             clock), 0 = call again now, -1 = none scheduled.
+        lateness_ms: for each scheduled message this call took out of the index, ms between
+            its deliver-at time and then (Redis's clock): never negative, as none is early.
         deliveries: the entries handed to the consumer, in order.
         active: with NOT_ACTIVE, the active Failover consumer's uid (``""``: none known).
     """
@@ -60,12 +62,13 @@ class DispatchReply:
     status: DispatchStatus
     wake_fleet: bool = False
     next_due_ms: int = -1
+    lateness_ms: list[int] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     active: str = ""
 
 
 def decode_dispatch(reply: list[Any]) -> DispatchReply:
-    """``{code, moved, next_due, (id, fields, redelivery_count, ack set)...}`` ->
+    """``{code, moved, next_due, lateness, (id, fields, redelivery_count, ack set)...}`` ->
     :class:`DispatchReply`."""
     status = DispatchStatus(reply[0])
     if status is DispatchStatus.NOT_ACTIVE:
@@ -73,7 +76,7 @@ def decode_dispatch(reply: list[Any]) -> DispatchReply:
     if status is not DispatchStatus.OK:
         return DispatchReply(status)
     deliveries: list[Delivery] = []
-    for i in range(3, len(reply), 4):
+    for i in range(4, len(reply), 4):
         fields = reply[i + 1]
         blob = b""
         num = 1
@@ -89,7 +92,7 @@ def decode_dispatch(reply: list[Any]) -> DispatchReply:
             delivery.ack_set = decode_ack_set(ack_set)
             delivery.num_messages = ack_set.count(b"1")
         deliveries.append(delivery)
-    return DispatchReply(status, bool(reply[1]), int(reply[2]), deliveries)
+    return DispatchReply(status, bool(reply[1]), int(reply[2]), reply[3], deliveries)
 
 
 def dispatch(

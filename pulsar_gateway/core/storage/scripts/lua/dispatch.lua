@@ -23,8 +23,9 @@ ARGV[7] partition index (-1 if none)
 Returns {code, ...}
   code 0 OK, then `moved` (1: entries were scheduled ahead of the earliest one before, wake
   the other gateways so they learn the new time), then `next_due` (ms until the earliest
-  scheduled entry: 0 = call again now, -1 = none), then per delivery: id, fields,
-  redelivery_count, ack set ('' = none)
+  scheduled entry: 0 = call again now, -1 = none), then `late` (for each scheduled message
+  sent by this call, ms between its deliver-at time and now: the lateness metric), then per
+  delivery: id, fields, redelivery_count, ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
   code 6 not the active Failover consumer, then the active consumer's uid
 ]]
@@ -37,7 +38,8 @@ local shared = ARGV[6] == '1'
 local refused = lease_and_active(k, uid, ARGV[5], ARGV[6], ARGV[7])
 if refused then return refused end
 
-local out = {0, 0, -1}
+local late = {}
+local out = {0, 0, -1, late}
 local now = now_ms()
 
 -- 1. redeliveries
@@ -56,14 +58,17 @@ end
 local earliest = shared and next_due(k, now)
 if earliest == 0 then
   while remaining > 0 do
-    local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, math.min(remaining, 100))
+    local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, math.min(remaining, 100))
     if #due == 0 then break end
     local sent = {'ZREM', k.delayed}
-    for _, member in ipairs(due) do
+    for i = 1, #due, 2 do
       if remaining <= 0 then break end
-      sent[#sent + 1] = member
-      local used = claim_and_emit(k, group, uid, member_id(member), 0, out)
-      if used then remaining = remaining - used end
+      sent[#sent + 1] = due[i]
+      local used = claim_and_emit(k, group, uid, member_id(due[i]), 0, out)
+      if used then
+        remaining = remaining - used
+        late[#late + 1] = now - tonumber(due[i + 1])
+      end
     end
     redis.call(unpack(sent))
   end

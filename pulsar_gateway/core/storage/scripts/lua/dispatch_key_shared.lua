@@ -26,10 +26,12 @@ KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
 ARGV[4] expected messages per entry (>= 1)   ARGV[5] lease ms
 
-Returns {code, moved, next_due, ...}
+Returns {code, moved, next_due, late, ...}
   code 0 OK; moved 1 when entries were queued for other consumers or scheduled ahead of
-  the earliest one before (wake the other gateways); next_due as dispatch.lua's; then per
-  delivery: id, fields, redelivery_count, ack set ('' = none)
+  the earliest one before (wake the other gateways); next_due as dispatch.lua's; late: for
+  each scheduled message this call took out of the index (to be sent to its key's owner),
+  ms between its deliver-at time and now; then per delivery: id, fields, redelivery_count,
+  ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
 ]]
 local SCAN = 200
@@ -46,7 +48,8 @@ if refused then return refused end
 
 local map = range_map(k)
 local mine = WAITING .. uid
-local out = {0, 0, -1}
+local late = {}
+local out = {0, 0, -1, late}
 local now = now_ms()
 
 local summary = redis.call('XPENDING', k.stream, group)
@@ -95,20 +98,24 @@ local truncated = #scanned == SCAN
 -- 1b. scheduled messages now due, to their owners
 local earliest = next_due(k, now)
 if not truncated and earliest == 0 then
-  local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'LIMIT', 0, SCAN)
-  for _, member in ipairs(due) do
+  local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, SCAN)
+  local members = {}
+  for i = 1, #due, 2 do
+    local member = due[i]
+    members[#members + 1] = member
     local id = member_id(member)
     local entry = redis.call('XRANGE', k.stream, id, id)
     if entry[1] then
       local target = route(entry[1][2]) or mine
       claim_justid(k.stream, group, target, {id})
       if target ~= mine then out[2] = 1 end
+      late[#late + 1] = now - tonumber(due[i + 1])
     else
       redis.call('XACK', k.stream, group, id)
     end
   end
-  if #due > 0 then redis.call('ZREM', k.delayed, unpack(due)) end
-  truncated = #due == SCAN
+  if #members > 0 then redis.call('ZREM', k.delayed, unpack(members)) end
+  truncated = #members == SCAN
   earliest = next_due(k, now)
 end
 
