@@ -1,0 +1,792 @@
+"""pulsar-perf for the gateway: a load generator of the Pulsar binary protocol lean enough
+that one process out-runs one gateway core.
+
+Usage::
+
+    .venv/bin/python bench/perf.py produce|consume|e2e [--service-url pulsar://HOST:6650]
+        [--start] [--rate R] [--size B] [--batch N] [--topics T] [--producers P]
+        [--consumers C] [--subscription-type Shared] [--ack grouped|each|none]
+        [--connections K] [--processes N] [--duration S] [--warmup S]
+        [--gateway-pid PID] [--redis-pid PID] [--json PATH]
+
+``produce`` publishes as fast as allowed (``--rate`` 0: as fast as receipts come back, at
+most ``--max-pending`` unreceipted per producer, as pulsar-perf's ``maxPendingMessages``);
+``consume`` drains what the topics hold (fill them first with ``produce`` or ``--prefill``);
+``e2e`` runs consumers and producers together and reports end-to-end latency (publish to
+receive). ``--start`` runs the whole thing against a redis-server and a gateway it starts
+(temp dir, free ports), so their CPU is known; otherwise give ``--gateway-pid`` and
+``--redis-pid`` for CPU per message.
+
+Why not the official client: the Python ``pulsar-client`` tops out near 30k msg/s per
+process, so it measures itself. Here a SEND frame is a few bytes of hand-written protobuf
+(``CommandSend`` and ``MessageMetadata`` hold only the required fields, encoded once per
+message with the CRC32C from the ``crc32c`` package), frames are written in one
+``transport.write`` per burst, and replies are parsed with the upb protobuf runtime only as
+far as needed (the sequence id of a receipt, the message id and payload offset of a MESSAGE).
+ACKs and FLOWs are hand-written too. The official client stays the correctness reference
+(bench/bench.py measures it); this tool measures the gateway.
+
+Measured: the window of ``--duration`` seconds after ``--warmup`` (both while the load
+runs). In ``consume`` mode the consumers get their first permits when the warm-up starts
+(use ``--warmup 0`` to count from the first message) and the rate is taken over the time the
+backlog took to drain when it drained early; prefill at least rate x duration messages for
+the CPU figures to cover only draining. Throughput counts receipts (produce) or receptions
+(consume, e2e) inside the window.
+Latency: publish = SEND written -> receipt read; end-to-end = SEND written -> MESSAGE read
+(the first 12 bytes of each payload are ``PERF`` and the send time, ``time.monotonic_ns``,
+which is one clock for every process of a Linux host). CPU: user+system seconds of the
+gateway and redis-server over the window (``/proc/PID/stat``), divided by the messages
+counted; and of the load generator's own processes, to show it is not the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import statistics
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import crc32c
+import psutil
+
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+
+T = pb.BaseCommand
+MAGIC_PERF = b"PERF"
+NS = 1_000_000_000
+
+SUBSCRIPTION_TYPES = {"Exclusive": 0, "Shared": 1, "Failover": 2, "Key_Shared": 3}
+
+
+# -- hand-written protobuf for the hot frames ------------------------------------------------
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field_bytes(tag: int, data: bytes) -> bytes:
+    return bytes((tag,)) + varint(len(data)) + data
+
+
+def _simple_frame(command: bytes) -> bytes:
+    return struct.pack(">II", len(command) + 4, len(command)) + command
+
+
+class SendEncoder:
+    """SEND frames of one producer: ``BaseCommand{type: SEND, send{producer_id,
+    sequence_id[, num_messages]}}`` then the checksummed ``MessageMetadata{producer_name,
+    sequence_id, publish_time[, num_messages_in_batch]}`` and payload (protocol brief 1)."""
+
+    def __init__(self, producer_id: int, producer_name: str, size: int, batch: int) -> None:
+        self.batch = batch
+        self._pid = b"\x08" + varint(producer_id)
+        self._name = _field_bytes(0x0A, producer_name.encode())
+        self._filler = b"\x00" * max(0, size - 12)
+        self._count = b"\x18" + varint(batch) if batch > 1 else b""
+        self._in_batch = b"\x58" + varint(batch) if batch > 1 else b""
+        # one batched message: SingleMessageMetadata{payload_size} (field 3, required)
+        single = b"\x18" + varint(12 + len(self._filler))
+        self._single = struct.pack(">I", len(single)) + single
+
+    def frame(self, sequence_id: int, now_ns: int, publish_ms: int) -> bytes:
+        seq = varint(sequence_id)
+        send = self._pid + b"\x10" + seq + self._count
+        command = b"\x08\x06\x32" + varint(len(send)) + send
+        metadata = self._name + b"\x10" + seq + b"\x18" + varint(publish_ms) + self._in_batch
+        message = MAGIC_PERF + struct.pack(">Q", now_ns) + self._filler
+        payload = message if self.batch == 1 else (self._single + message) * self.batch
+        body = struct.pack(">I", len(metadata)) + metadata + payload
+        checksum = struct.pack(">I", crc32c.crc32c(body))
+        total = 4 + len(command) + 6 + len(body)
+        return struct.pack(">II", total, len(command)) + command + b"\x0e\x01" + checksum + body
+
+
+def ack_frame(consumer_id: int, message_ids: list[bytes]) -> bytes:
+    """``CommandAck{consumer_id, ack_type: Individual, message_id...}``; the ids are the
+    ``MessageIdData`` bytes of the MESSAGEs, passed back untouched."""
+    ack = b"\x08" + varint(consumer_id) + b"\x10\x00"
+    ack += b"".join(_field_bytes(0x1A, m) for m in message_ids)
+    return _simple_frame(b"\x08\x0a" + _field_bytes(0x52, ack))
+
+
+def flow_frame(consumer_id: int, permits: int) -> bytes:
+    flow = b"\x08" + varint(consumer_id) + b"\x10" + varint(permits)
+    return _simple_frame(b"\x08\x0b" + _field_bytes(0x5A, flow))
+
+
+def encode(command: pb.BaseCommand) -> bytes:
+    return _simple_frame(command.SerializeToString())
+
+
+# -- one connection -----------------------------------------------------------------------------
+
+
+class PerfError(RuntimeError):
+    pass
+
+
+@dataclass
+class Stats:
+    """What one process measured inside the window."""
+
+    published: int = 0
+    received: int = 0
+    publish_latency_us: array[int] = field(default_factory=lambda: array("q"))
+    e2e_latency_us: array[int] = field(default_factory=lambda: array("q"))
+    send_errors: int = 0
+    cpu_seconds: float = 0.0
+    #: when the last message inside the window was received (a drained backlog ends early)
+    last_received_ns: int = 0
+
+
+class Window:
+    """The measured window, in ``time.monotonic_ns``."""
+
+    def __init__(self, start_ns: int, end_ns: int) -> None:
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+
+    def __contains__(self, t: int) -> bool:
+        return self.start_ns <= t < self.end_ns
+
+
+class Connection(asyncio.Protocol):
+    """One TCP connection to a gateway; frames parsed from one growing buffer."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
+        self._next_request = 0
+        self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.on_receipt: dict[int, Callable[[int], None]] = {}
+        self.on_message: dict[int, Callable[[bytes, memoryview], None]] = {}
+        self.on_message_batch_end: list[Callable[[], None]] = []
+
+    def request_id(self) -> int:
+        self._next_request += 1
+        return self._next_request
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        cmd = pb.BaseCommand(type=T.CONNECT)
+        cmd.connect.client_version = "pulsar-gateway-perf"
+        cmd.connect.protocol_version = 20
+        transport.write(encode(cmd))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.connected.done():
+            self.connected.set_exception(PerfError(f"connection lost: {exc}"))
+        for fut in self._requests.values():
+            if not fut.done():
+                fut.set_exception(PerfError(f"connection lost: {exc}"))
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        offset = 0
+        end = len(buffer)
+        view = memoryview(buffer)
+        try:
+            while end - offset >= 8:
+                total, cmd_size = struct.unpack_from(">II", buffer, offset)
+                frame_end = offset + 4 + total
+                if frame_end > end:
+                    break
+                cmd_start = offset + 8
+                cmd = pb.BaseCommand.FromString(view[cmd_start : cmd_start + cmd_size])
+                kind = cmd.type
+                if kind == T.SEND_RECEIPT:
+                    r = cmd.send_receipt
+                    self.on_receipt[r.producer_id](r.sequence_id)
+                elif kind == T.MESSAGE:
+                    m = cmd.message
+                    self.on_message[m.consumer_id](
+                        m.message_id.SerializeToString(),
+                        view[cmd_start + cmd_size : frame_end],
+                    )
+                else:
+                    self._control(cmd)
+                offset = frame_end
+        finally:
+            view.release()
+        del buffer[:offset]
+        for done in self.on_message_batch_end:
+            done()
+
+    def _control(self, cmd: pb.BaseCommand) -> None:
+        kind = cmd.type
+        if kind == T.CONNECTED:
+            self.connected.set_result(None)
+        elif kind == T.PING:
+            assert self.transport is not None
+            self.transport.write(encode(pb.BaseCommand(type=T.PONG)))
+        elif kind in (T.SUCCESS, T.PRODUCER_SUCCESS, T.ERROR):
+            request_id = {
+                T.SUCCESS: lambda: cmd.success.request_id,
+                T.PRODUCER_SUCCESS: lambda: cmd.producer_success.request_id,
+                T.ERROR: lambda: cmd.error.request_id,
+            }[kind]()
+            fut = self._requests.pop(request_id, None)
+            if fut is not None and not fut.done():
+                if kind == T.ERROR:
+                    fut.set_exception(PerfError(f"{cmd.error.error}: {cmd.error.message}"))
+                else:
+                    fut.set_result(cmd)
+        elif kind == T.SEND_ERROR:
+            raise PerfError(f"SEND_ERROR {cmd.send_error.error}: {cmd.send_error.message}")
+        elif kind in (T.CLOSE_PRODUCER, T.CLOSE_CONSUMER):
+            raise PerfError(f"the gateway closed a producer or consumer: {cmd}")
+
+    async def call(self, cmd: pb.BaseCommand, request_id: int) -> pb.BaseCommand:
+        fut: asyncio.Future[pb.BaseCommand] = asyncio.get_running_loop().create_future()
+        self._requests[request_id] = fut
+        assert self.transport is not None
+        self.transport.write(encode(cmd))
+        return await asyncio.wait_for(fut, 30)
+
+
+# -- producers and consumers ---------------------------------------------------------------------
+
+
+class Producer:
+    def __init__(
+        self, conn: Connection, producer_id: int, topic: str, args: argparse.Namespace
+    ) -> None:
+        self.conn = conn
+        self.producer_id = producer_id
+        self.topic = topic
+        self.args = args
+        self.pending: dict[int, int] = {}
+        self.sequence_id = 0
+        self.room = asyncio.Event()
+        self.encoder: SendEncoder | None = None
+
+    async def open(self) -> None:
+        rid = self.conn.request_id()
+        cmd = pb.BaseCommand(type=T.PRODUCER)
+        cmd.producer.topic = self.topic
+        cmd.producer.producer_id = self.producer_id
+        cmd.producer.request_id = rid
+        reply = await self.conn.call(cmd, rid)
+        name = reply.producer_success.producer_name
+        self.encoder = SendEncoder(self.producer_id, name, self.args.size, self.args.batch)
+        self.conn.on_receipt[self.producer_id] = self._receipt
+
+    def _receipt(self, sequence_id: int) -> None:
+        sent = self.pending.pop(sequence_id, None)
+        if sent is None:
+            return
+        now = time.monotonic_ns()
+        if now in self.window:
+            self.stats.published += self.args.batch
+            self.stats.publish_latency_us.append((now - sent) // 1000)
+        self.room.set()
+
+    async def run(self, stats: Stats, window: Window, rate: float, stop_ns: int) -> None:
+        """Send until ``stop_ns``: at ``rate`` messages/s (0: as receipts allow), never more
+        than ``--max-pending`` messages unreceipted."""
+        self.stats, self.window = stats, window
+        assert self.encoder is not None and self.conn.transport is not None
+        frame, transport = self.encoder.frame, self.conn.transport
+        batch = self.args.batch
+        max_pending = max(1, self.args.max_pending // batch)
+        burst = max(1, self.args.burst // batch)
+        start = time.monotonic_ns()
+        sent = 0
+        while True:
+            now = time.monotonic_ns()
+            if now >= stop_ns:
+                break
+            room = max_pending - len(self.pending)
+            if rate > 0:
+                due = int((now - start) * rate / batch / NS) - sent
+                n = min(room, due, burst)
+            else:
+                n = min(room, burst)
+            if n <= 0:
+                if room <= 0:
+                    self.room.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.room.wait(), 1)
+                else:  # the rate holds it back: sleep until the next message is due
+                    next_at = start + (sent + 1) * batch * NS / rate
+                    await asyncio.sleep(max(0.0, (next_at - now) / NS))
+                continue
+            publish_ms = time.time_ns() // 1_000_000
+            frames = []
+            for _ in range(n):
+                self.sequence_id += 1
+                self.pending[self.sequence_id] = now
+                frames.append(frame(self.sequence_id, now, publish_ms))
+            transport.write(b"".join(frames))
+            sent += n
+            await asyncio.sleep(0)
+        # let the receipts of what is in flight come back (counted while in the window)
+        deadline = time.monotonic() + 10
+        while self.pending and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+
+class Consumer:
+    def __init__(
+        self,
+        conn: Connection,
+        consumer_id: int,
+        topic: str,
+        subscription: str,
+        args: argparse.Namespace,
+    ) -> None:
+        self.conn = conn
+        self.consumer_id = consumer_id
+        self.topic = topic
+        self.subscription = subscription
+        self.args = args
+        self.queue = args.receiver_queue
+        self.since_flow = 0
+        self.to_ack: list[bytes] = []
+        self.stats = Stats()
+        self.window = Window(0, 0)
+
+    async def open(self) -> None:
+        rid = self.conn.request_id()
+        cmd = pb.BaseCommand(type=T.SUBSCRIBE)
+        s = cmd.subscribe
+        s.topic = self.topic
+        s.subscription = self.subscription
+        s.subType = SUBSCRIPTION_TYPES[self.args.subscription_type]  # type: ignore[assignment]
+        s.consumer_id = self.consumer_id
+        s.request_id = rid
+        s.initialPosition = pb.CommandSubscribe.Earliest
+        self.conn.on_message[self.consumer_id] = self._message
+        self.conn.on_message_batch_end.append(self._flush)
+        await self.conn.call(cmd, rid)
+
+    def start(self) -> None:
+        """The first permits (``CommandFlow``): messages flow from now on."""
+        assert self.conn.transport is not None
+        self.conn.transport.write(flow_frame(self.consumer_id, self.queue))
+
+    def measure(self, stats: Stats, window: Window) -> None:
+        self.stats, self.window = stats, window
+
+    def _message(self, message_id: bytes, section: memoryview) -> None:
+        now = time.monotonic_ns()
+        # section: [0x0e02 size broker metadata] 0x0e01 crc metadataSize metadata payload
+        offset = 0
+        if section[0:2] == b"\x0e\x02":
+            offset += 6 + struct.unpack_from(">I", section, 2)[0]
+        offset += 6
+        meta_size = struct.unpack_from(">I", section, offset)[0]
+        meta_start = offset + 4
+        payload = meta_start + meta_size
+        n = 1
+        if self.args.batch > 1:
+            metadata = pb.MessageMetadata.FromString(section[meta_start:payload])
+            n = metadata.num_messages_in_batch or 1
+            if n > 1:  # the first message of the batch: skip its SingleMessageMetadata
+                payload += 4 + struct.unpack_from(">I", section, payload)[0]
+        if now in self.window:
+            self.stats.received += n
+            self.stats.last_received_ns = now
+            if section[payload : payload + 4] == MAGIC_PERF:
+                sent = struct.unpack_from(">Q", section, payload + 4)[0]
+                self.stats.e2e_latency_us.append((now - sent) // 1000)
+        self.since_flow += n
+        if self.args.ack != "none":
+            self.to_ack.append(message_id)
+
+    def _flush(self) -> None:
+        transport = self.conn.transport
+        if transport is None:
+            return
+        out = []
+        if self.to_ack:
+            if self.args.ack == "each":
+                out += [ack_frame(self.consumer_id, [m]) for m in self.to_ack]
+            else:
+                out.append(ack_frame(self.consumer_id, self.to_ack))
+            self.to_ack = []
+        # as the official client: permits back once half the receiver queue is consumed
+        if self.since_flow >= self.queue // 2:
+            out.append(flow_frame(self.consumer_id, self.since_flow))
+            self.since_flow = 0
+        if out:
+            transport.write(b"".join(out))
+
+
+# -- one process ---------------------------------------------------------------------------------
+
+
+def topic_names(args: argparse.Namespace) -> list[str]:
+    return [f"persistent://public/default/{args.topic_prefix}-{i}" for i in range(args.topics)]
+
+
+def share(items: int, parts: int, index: int) -> list[int]:
+    """The items (0..items-1) process ``index`` of ``parts`` takes, round-robin."""
+    return [i for i in range(items) if i % parts == index]
+
+
+async def worker_main(
+    args: argparse.Namespace, index: int, ready: Any, go: Any, results: Any
+) -> None:
+    url = urlparse(args.service_url)
+    host, port = url.hostname or "127.0.0.1", url.port or 6650
+    loop = asyncio.get_running_loop()
+    connections: list[Connection] = []
+    for _ in range(args.connections):
+        _, conn = await loop.create_connection(Connection, host, port)
+        await asyncio.wait_for(conn.connected, 30)
+        connections.append(conn)
+    topics = topic_names(args)
+    producers: list[Producer] = []
+    consumers: list[Consumer] = []
+    if args.mode in ("consume", "e2e"):
+        total = args.topics * args.consumers
+        for k, i in enumerate(share(total, args.processes, index)):
+            conn = connections[k % len(connections)]
+            consumer = Consumer(conn, 1000 + k, topics[i % args.topics], args.subscription, args)
+            await consumer.open()
+            consumers.append(consumer)
+    if args.mode in ("produce", "e2e"):
+        total = args.topics * args.producers
+        for k, i in enumerate(share(total, args.processes, index)):
+            conn = connections[k % len(connections)]
+            producer = Producer(conn, 1 + k, topics[i % args.topics], args)
+            await producer.open()
+            producers.append(producer)
+    ready.put(index)
+    start_ns, end_ns = await loop.run_in_executor(None, go.get)
+    window = Window(start_ns, end_ns)
+    stats = Stats()
+    for consumer in consumers:
+        consumer.measure(stats, window)
+        consumer.start()
+    me = psutil.Process()
+    cpu_before: float | None = None
+
+    async def cpu_mark() -> None:
+        nonlocal cpu_before
+        await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / NS))
+        t = me.cpu_times()
+        cpu_before = t.user + t.system
+        await asyncio.sleep(max(0.0, (end_ns - time.monotonic_ns()) / NS))
+        t = me.cpu_times()
+        stats.cpu_seconds = t.user + t.system - cpu_before
+
+    marks = asyncio.create_task(cpu_mark())
+    rate = args.rate / max(1, args.topics * args.producers)
+    await asyncio.gather(*(p.run(stats, window, rate, end_ns) for p in producers), marks)
+    if not producers:
+        await asyncio.sleep(0.2)
+    for conn in connections:
+        if conn.transport is not None:
+            conn.transport.close()
+    results.put((index, _pack(stats)))
+
+
+def _pack(stats: Stats) -> dict[str, Any]:
+    d = asdict(stats)
+    d["publish_latency_us"] = stats.publish_latency_us.tobytes()
+    d["e2e_latency_us"] = stats.e2e_latency_us.tobytes()
+    return d
+
+
+def _unpack(d: dict[str, Any]) -> Stats:
+    publish, e2e = array("q"), array("q")
+    publish.frombytes(d["publish_latency_us"])
+    e2e.frombytes(d["e2e_latency_us"])
+    return Stats(
+        d["published"],
+        d["received"],
+        publish,
+        e2e,
+        d["send_errors"],
+        d["cpu_seconds"],
+        d["last_received_ns"],
+    )
+
+
+def worker(args: argparse.Namespace, index: int, ready: Any, go: Any, results: Any) -> None:
+    try:
+        asyncio.run(worker_main(args, index, ready, go, results))
+    except BaseException as exc:  # reported to the parent, which fails the run
+        results.put((index, f"{type(exc).__name__}: {exc}"))
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def process_cpu(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    with contextlib.suppress(psutil.Error):
+        t = psutil.Process(pid).cpu_times()
+        return float(t.user + t.system)
+    return None
+
+
+def percentiles(values: array[int]) -> dict[str, float] | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
+
+    return {
+        "p50": at(0.50),
+        "p95": at(0.95),
+        "p99": at(0.99),
+        "p99.9": at(0.999),
+        "max": ordered[-1] / 1000,
+        "mean": statistics.fmean(ordered) / 1000,
+    }
+
+
+def run(args: argparse.Namespace, gateway_pid: int | None, redis_pid: int | None) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    ready, go, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [
+        ctx.Process(target=worker, args=(args, i, ready, go, results), daemon=True)
+        for i in range(args.processes)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        try:
+            got = ready.get(timeout=120)
+        except Exception as exc:
+            raise PerfError("a load process did not connect in 120 s") from exc
+        del got
+    start_ns = time.monotonic_ns() + int(args.warmup * NS)
+    end_ns = start_ns + int(args.duration * NS)
+    for _ in procs:
+        go.put((start_ns, end_ns))
+    time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / NS))
+    gw0, rd0 = process_cpu(gateway_pid), process_cpu(redis_pid)
+    time.sleep(max(0.0, (end_ns - time.monotonic_ns()) / NS))
+    gw1, rd1 = process_cpu(gateway_pid), process_cpu(redis_pid)
+    merged = Stats()
+    for _ in procs:
+        index, payload = results.get(timeout=120)
+        if isinstance(payload, str):
+            raise PerfError(f"load process {index} failed: {payload}")
+        s = _unpack(payload)
+        merged.published += s.published
+        merged.received += s.received
+        merged.publish_latency_us.extend(s.publish_latency_us)
+        merged.e2e_latency_us.extend(s.e2e_latency_us)
+        merged.cpu_seconds += s.cpu_seconds
+        merged.last_received_ns = max(merged.last_received_ns, s.last_received_ns)
+    for p in procs:
+        p.join(timeout=30)
+    messages = merged.received if args.mode != "produce" else merged.published
+    elapsed = args.duration
+    if args.mode == "consume" and merged.last_received_ns:
+        # a backlog drained before the window ended: its rate is over the draining time
+        elapsed = min(elapsed, (merged.last_received_ns - start_ns) / NS)
+
+    def per_message(before: float | None, after: float | None) -> float | None:
+        if before is None or after is None or not messages:
+            return None
+        return (after - before) / messages * 1e6
+
+    def percent(before: float | None, after: float | None) -> float | None:
+        if before is None or after is None:
+            return None
+        return (after - before) / args.duration * 100
+
+    return {
+        "mode": args.mode,
+        "duration_s": args.duration,
+        "messages": messages,
+        "published": merged.published,
+        "received": merged.received,
+        "elapsed_s": elapsed,
+        "msg_per_s": messages / elapsed,
+        "mb_per_s": messages * args.size / elapsed / 1e6,
+        "publish_latency_ms": percentiles(merged.publish_latency_us),
+        "e2e_latency_ms": percentiles(merged.e2e_latency_us),
+        "gateway_us_per_msg": per_message(gw0, gw1),
+        "gateway_cpu_pct": percent(gw0, gw1),
+        "redis_us_per_msg": per_message(rd0, rd1),
+        "redis_cpu_pct": percent(rd0, rd1),
+        "perf_cpu_pct": merged.cpu_seconds / args.duration * 100,
+        "config": {
+            k: getattr(args, k)
+            for k in (
+                "rate",
+                "size",
+                "batch",
+                "topics",
+                "producers",
+                "consumers",
+                "connections",
+                "processes",
+                "subscription_type",
+                "ack",
+                "max_pending",
+            )
+        },
+    }
+
+
+def fmt(value: float | None, spec: str = ",.1f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def report(result: dict[str, Any]) -> str:
+    c = result["config"]
+    lines = [
+        f"perf {result['mode']}: {result['duration_s']:g} s, {c['processes']} process(es) x "
+        f"{c['connections']} connection(s), {c['topics']} topic(s), {c['size']} B, "
+        f"batch {c['batch']}, rate {c['rate'] or 'max'}",
+        "",
+        "| msg/s | MB/s | gateway µs/msg | gateway CPU % | Redis µs/msg | Redis CPU % "
+        "| perf CPU % |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {fmt(result['msg_per_s'], ',.0f')} | {fmt(result['mb_per_s'])} "
+        f"| {fmt(result['gateway_us_per_msg'], '.2f')} | {fmt(result['gateway_cpu_pct'], '.0f')} "
+        f"| {fmt(result['redis_us_per_msg'], '.2f')} | {fmt(result['redis_cpu_pct'], '.0f')} "
+        f"| {fmt(result['perf_cpu_pct'], '.0f')} |",
+    ]
+    names = ["publish_latency_ms"] if result["mode"] == "produce" else []
+    # in consume mode the messages were sent before the run: their age says nothing
+    names += ["e2e_latency_ms"] if result["mode"] == "e2e" else []
+    for name in names:
+        p = result[name]
+        if p:
+            lines.append(
+                f"{name.replace('_ms', '').replace('_', ' ')} ms: p50 {p['p50']:.3f}  "
+                f"p95 {p['p95']:.3f}  p99 {p['p99']:.3f}  p99.9 {p['p99.9']:.3f}  "
+                f"max {p['max']:.3f}"
+            )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("mode", choices=["produce", "consume", "e2e"])
+    p.add_argument("--service-url", default="pulsar://127.0.0.1:6650")
+    p.add_argument("--start", action="store_true", help="start a redis-server and a gateway")
+    p.add_argument("--aof", action="store_true", help="with --start: appendfsync everysec")
+    p.add_argument("--rate", type=float, default=0, help="messages/s in total (0: max)")
+    p.add_argument("--size", type=int, default=100, help="payload bytes (>= 12)")
+    p.add_argument("--batch", type=int, default=1, help="messages per SEND (a client batch)")
+    p.add_argument("--topics", type=int, default=1)
+    p.add_argument("--topic-prefix", default=f"perf-{os.getpid()}")
+    p.add_argument("--producers", type=int, default=1, help="per topic")
+    p.add_argument("--consumers", type=int, default=1, help="per topic")
+    p.add_argument("--subscription", default="perf")
+    p.add_argument("--subscription-type", choices=list(SUBSCRIPTION_TYPES), default="Shared")
+    p.add_argument(
+        "--ack",
+        choices=["grouped", "each", "none"],
+        default="grouped",
+        help="grouped: one ACK per read; each: one ACK command per message",
+    )
+    p.add_argument("--receiver-queue", type=int, default=1000)
+    p.add_argument("--max-pending", type=int, default=1000, help="per producer")
+    p.add_argument("--burst", type=int, default=100, help="most SENDs per write")
+    p.add_argument("--connections", type=int, default=1, help="per process")
+    p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--duration", type=float, default=10)
+    p.add_argument("--warmup", type=float, default=2)
+    p.add_argument(
+        "--prefill",
+        type=int,
+        default=0,
+        help="consume: first publish this many messages per topic (untimed)",
+    )
+    p.add_argument("--gateway-pid", type=int)
+    p.add_argument("--redis-pid", type=int)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    if args.size < 12:
+        p.error("--size must be at least 12 (the PERF marker and the send time)")
+    for name in ("batch", "topics", "producers", "consumers", "connections", "processes"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    env = None
+    gateway_pid, redis_pid = args.gateway_pid, args.redis_pid
+    try:
+        if args.start:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from bench import BenchEnv, GatewayProcess, RedisServer
+
+            env = BenchEnv("perf-")
+            env.rds = RedisServer(env.workdir, args.aof)
+            env.gw = GatewayProcess(env.rds.url, env.workdir)
+            env.watchdog.gateway = env.gw
+            args.service_url = env.gw.url
+            gateway_pid, redis_pid = env.gw.pid, env.rds.proc.pid
+        if args.prefill:
+            fill = argparse.Namespace(**{**vars(args), "mode": "produce", "rate": 0})
+            fill.duration, fill.warmup = 3600.0, 0.0
+            prefill(fill, args.prefill)
+        result = run(args, gateway_pid, redis_pid)
+        if env is not None:
+            env.failed = False
+    finally:
+        if env is not None:
+            env.watchdog.stop()
+            env.cleanup()
+    print(report(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def prefill(args: argparse.Namespace, per_topic: int) -> None:
+    """Publish ``per_topic`` messages to every topic with the lean producer (untimed)."""
+
+    async def fill() -> None:
+        url = urlparse(args.service_url)
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(
+            Connection, url.hostname or "127.0.0.1", url.port or 6650
+        )
+        await asyncio.wait_for(conn.connected, 30)
+        for k, topic in enumerate(topic_names(args)):
+            producer = Producer(conn, 1 + k, topic, args)
+            await producer.open()
+            stats = Stats()
+            task = asyncio.create_task(producer.run(stats, Window(0, 2**62), 0, 2**62))
+            while stats.published < per_topic:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        assert conn.transport is not None
+        conn.transport.close()
+
+    asyncio.run(fill())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
