@@ -1,0 +1,55 @@
+"""bench/perf.py against a real redis-server and gateway that it starts (``--start``): the
+figures it reports hold together (every message published is received, at the asked rate,
+with latencies and CPU per message measured)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, redis_server_binary
+
+
+@pytest.mark.timeout(180)
+def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
+    redis_server_binary()  # the tool starts its own; CI must have one
+    out = tmp_path / "perf.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "perf.py"),
+            "e2e",
+            "--start",
+            "--rate",
+            "500",
+            "--batch",
+            "1",
+            "--topics",
+            "2",
+            "--duration",
+            "2",
+            "--warmup",
+            "1",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert "| msg/s |" in proc.stdout
+    # 500 msg/s over 2 topics for 2 s: about 1,000 each way, all received
+    assert 800 <= result["published"] <= 1100
+    assert abs(result["received"] - result["published"]) <= 50
+    for name in ("publish_latency_ms", "e2e_latency_ms"):
+        p = result[name]
+        assert 0 < p["p50"] <= p["p99"] <= p["max"] < 1000
+    assert result["gateway_us_per_msg"] > 0 and result["redis_us_per_msg"] > 0
