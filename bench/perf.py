@@ -54,6 +54,7 @@ import time
 from array import array
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -563,7 +564,12 @@ def percentiles(values: array[int]) -> dict[str, float] | None:
     }
 
 
-def run(args: argparse.Namespace, gateway_pid: int | None, redis_pid: int | None) -> dict[str, Any]:
+def run(
+    args: argparse.Namespace,
+    gateway_pid: int | None,
+    redis_pid: int | None,
+    profile: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
     procs = [
@@ -584,7 +590,8 @@ def run(args: argparse.Namespace, gateway_pid: int | None, redis_pid: int | None
         go.put((start_ns, end_ns))
     time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / NS))
     gw0, rd0 = process_cpu(gateway_pid), process_cpu(redis_pid)
-    time.sleep(max(0.0, (end_ns - time.monotonic_ns()) / NS))
+    with profile():
+        time.sleep(max(0.0, (end_ns - time.monotonic_ns()) / NS))
     gw1, rd1 = process_cpu(gateway_pid), process_cpu(redis_pid)
     merged = Stats()
     for _ in procs:
@@ -721,6 +728,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gateway-pid", type=int)
     p.add_argument("--redis-pid", type=int)
     p.add_argument("--json", type=Path)
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="py-spy the gateway (--start or --gateway-pid) during the window; profiling "
+        "costs CPU, so do not take this run's figures as the benchmark's",
+    )
     args = p.parse_args(argv)
     if args.size < 12:
         p.error("--size must be at least 12 (the PERF marker and the send time)")
@@ -749,7 +763,22 @@ def main(argv: list[str] | None = None) -> int:
             fill = argparse.Namespace(**{**vars(args), "mode": "produce", "rate": 0})
             fill.duration, fill.warmup = 3600.0, 0.0
             prefill(fill, args.prefill)
-        result = run(args, gateway_pid, redis_pid)
+        profile: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
+        profiler = None
+        if args.profile is not None:
+            if gateway_pid is None:
+                raise SystemExit("--profile needs --start or --gateway-pid")
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from bench import Profiler, find_py_spy
+
+            args.profile.mkdir(parents=True, exist_ok=True)
+            profiler = Profiler(find_py_spy(None), args.profile, gateway_pid, 200)
+            if not profiler.enabled:
+                raise SystemExit("--profile: no py-spy on PATH or beside this Python")
+            profile = partial(profiler.record, args.mode)
+        result = run(args, gateway_pid, redis_pid, profile)
+        if profiler is not None:
+            print(profiler.reports.get(args.mode, "(no profile)"))
         if env is not None:
             env.failed = False
     finally:

@@ -165,7 +165,9 @@ class Dispatcher:
             if not ready:
                 return delivered
             if len(ready) == 1:
-                progress = await self._feed_one(ready[0])
+                progress, drained = await self._feed_one(ready[0])
+                if drained:
+                    return delivered + progress
             else:
                 self._rotation = (self._rotation + 1) % len(ready)
                 ready = ready[self._rotation :] + ready[: self._rotation]
@@ -185,11 +187,24 @@ class Dispatcher:
                 return delivered
             delivered += progress
 
-    async def _feed_one(self, consumer: Consumer) -> int:
+    async def _feed_one(self, consumer: Consumer) -> tuple[int, bool]:
         """Feed a lone consumer in chunks, requesting the next chunk before encoding the
         current one, so Redis and this gateway work at the same time. Each request knows
-        the permits left after the previous reply, so permits stay exact."""
+        the permits left after the previous reply, so permits stay exact.
+
+        Returns the messages delivered, and whether the subscription is known to hold
+        nothing more for the consumer now: ``dispatch.lua`` reads the stream to its end, so
+        a reply short of the permits asked means drained, and asking again at once would
+        cost one more script call per wake-up for nothing (a notification that arrived
+        meanwhile has set the wake event, and a scheduled message due at once says so with
+        ``next_due_ms == 0``). Key_Shared and compacted-view replies can be short with more
+        to come (a bounded read, the compaction horizon): those are asked again."""
         lane = self.subscription.lane
+        exhaustive = (
+            self.subscription.type is not SubscriptionType.KEY_SHARED
+            and not self.subscription.read_compacted
+        )
+        drained = False
         delivered = 0
         want = min(consumer.permits, DISPATCH_CHUNK)
         fut: asyncio.Future[DispatchReply] | None = self._request(consumer, want)
@@ -202,16 +217,17 @@ class Dispatcher:
                 raise
             fut = None
             if not self._check_reply(consumer, reply):
-                return delivered
+                return delivered, True
             deliveries = reply.deliveries
             messages = sum(d.num_messages for d in deliveries)
             left = consumer.permits - messages
+            drained = exhaustive and messages < want
             if messages >= want and left > 0 and not consumer.closed:
                 want = min(left, DISPATCH_CHUNK)
                 fut = self._request(consumer, want)
                 lane.flush_now()
             delivered += self._deliver(consumer, deliveries, messages)
-        return delivered
+        return delivered, drained
 
     def _request(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
         if self.subscription.read_compacted:  # the compacted view first (docs/lifecycle.md)
