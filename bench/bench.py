@@ -717,6 +717,46 @@ class Bench:
             },
         )
 
+    # -- the lean load generator (bench/perf.py) --
+
+    def lean(self, mode: str, label: str, batch: int = 1) -> Sample:
+        """bench/perf.py's load generator against the gateway: what the gateway does when
+        the client is not the limit (the official client tops out near 30k msg/s per
+        process). ``consume`` drains a topic prefilled (untimed) with N messages, one per
+        entry; ``produce`` runs for --lean-seconds."""
+        import perf  # bench/ is on sys.path (this script's directory)
+
+        prefix = f"bench-{self.run_id}-{label}"
+        argv = [mode, "--service-url", self.gw.url, "--topic-prefix", prefix]
+        argv += ["--batch", str(batch), "--size", str(PAYLOAD_SIZE)]
+        if mode == "consume":
+            argv += ["--messages", str(self.n), "--duration", "600", "--warmup", "0"]
+        else:
+            argv += ["--duration", str(self.args.lean_seconds), "--warmup", "1"]
+        lean_args = perf.parse_args(argv)
+        if mode == "consume":
+            perf.prefill(lean_args, self.n)
+        with self.profiler.record(label):
+            result = perf.run(lean_args, self.gw.pid, self.rds.proc.pid)
+        for topic in perf.topic_names(lean_args):
+            self.drop(topic)
+        self.gw.check_alive()
+        return Sample(
+            result["msg_per_s"],
+            result["elapsed_s"],
+            {
+                "gateway": result["gateway_cpu_pct"],
+                "redis": result["redis_cpu_pct"],
+                "client": result["perf_cpu_pct"],
+                "other": 0.0,
+            },
+            {
+                "messages": result["messages"],
+                "gateway µs/msg": round(result["gateway_us_per_msg"], 2),
+                "Redis µs/msg": round(result["redis_us_per_msg"], 2),
+            },
+        )
+
     # -- raw redis-py --
 
     def _raw_xadd(self, key: str, n: int) -> None:
@@ -889,8 +929,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--py-spy", default=None, help="path of the py-spy binary")
     p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    p.add_argument(
+        "--lean-seconds",
+        type=float,
+        default=None,
+        help="seconds of each lean-generator produce case (default 5; 2 with --quick)",
+    )
     p.add_argument("--json", metavar="PATH", default=None, help="also write results as JSON")
     args = p.parse_args(argv)
+    if args.lean_seconds is None:
+        args.lean_seconds = 2.0 if args.quick else 5.0
     if args.messages is None:
         args.messages = 20_000 if args.quick else 200_000
     if args.soak is None:
@@ -928,6 +976,9 @@ CASES = [
     ("produce-nobatch", "2. produce, batching OFF", "xadd"),
     ("consume-batch-filled", "3a. consume Shared, ack each (batch-filled topic)", "consume"),
     ("consume-nobatch-filled", "3b. consume Shared, ack each (non-batch-filled topic)", "consume"),
+    ("lean-produce-batch100", "4. produce, lean generator, 100 msgs per SEND", "xadd"),
+    ("lean-produce-nobatch", "5. produce, lean generator, 1 msg per SEND", "xadd"),
+    ("lean-consume-nobatch", "6. consume Shared, lean generator (non-batch-filled)", "consume"),
 ]
 RAW_LABEL = {
     "xadd": "pipelined XADD, 1 entry/msg",
@@ -979,6 +1030,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"produce pass {p + 1}/{args.passes}")
             guarded("produce-batching", lambda: bench.gw_produce(True, "produce-batching"))
             guarded("produce-nobatch", lambda: bench.gw_produce(False, "produce-nobatch"))
+            guarded("lean-produce-nobatch", lambda: bench.lean("produce", "lean-produce-nobatch"))
+            guarded(
+                "lean-produce-batch100",
+                lambda: bench.lean("produce", "lean-produce-batch100", batch=100),
+            )
             guarded("raw-xadd", bench.raw_produce)
         memory["after produce cases"] = gw.rss()
 
@@ -989,6 +1045,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "consume-nobatch-filled",
                 lambda: bench.gw_consume(False, "consume-nobatch-filled"),
             )
+            guarded("lean-consume-nobatch", lambda: bench.lean("consume", "lean-consume-nobatch"))
             guarded("raw-consume", bench.raw_consume)
         memory["after consume cases"] = gw.rss()
 
@@ -1084,7 +1141,10 @@ def report(
                 + "passes: "
                 + ", ".join(fmt_rate(s.rate) for s in samples)
             )
-        per_msg = cpu["gateway"] / 100 * secs / args.messages * 1e6
+        per_msg = samples[-1].extra.get("gateway µs/msg")
+        if len(samples) > 1 or per_msg is None:
+            messages = samples[-1].extra.get("messages", args.messages)
+            per_msg = cpu["gateway"] / 100 * secs / messages * 1e6
         out.append(
             f"| {key} | {secs:.2f} | {cpu['gateway']:.0f}% | {per_msg:.1f} | "
             f"{cpu['redis']:.0f}% | {cpu['client']:.0f}% | {cpu['other']:.0f}% | {details} |"

@@ -367,6 +367,10 @@ class Consumer:
         self.to_ack: list[bytes] = []
         self.stats = Stats()
         self.window = Window(0, 0)
+        #: messages received in the window by every process (``--messages``), and what this
+        #: consumer has not added to it yet
+        self.total: Any = None
+        self._uncounted = 0
 
     async def open(self) -> None:
         rid = self.conn.request_id()
@@ -409,6 +413,7 @@ class Consumer:
         if now in self.window:
             self.stats.received += n
             self.stats.last_received_ns = now
+            self._uncounted += n
             if section[payload : payload + 4] == MAGIC_PERF:
                 sent = struct.unpack_from(">Q", section, payload + 4)[0]
                 self.stats.e2e_latency_us.append((now - sent) // 1000)
@@ -417,6 +422,10 @@ class Consumer:
             self.to_ack.append(message_id)
 
     def _flush(self) -> None:
+        if self._uncounted and self.total is not None:
+            with self.total.get_lock():
+                self.total.value += self._uncounted
+            self._uncounted = 0
         transport = self.conn.transport
         if transport is None:
             return
@@ -447,8 +456,15 @@ def share(items: int, parts: int, index: int) -> list[int]:
     return [i for i in range(items) if i % parts == index]
 
 
+def finished(args: argparse.Namespace, total: Any, end_ns: int) -> bool:
+    """The window is over: its time is up, or ``--messages`` were received."""
+    if time.monotonic_ns() >= end_ns:
+        return True
+    return bool(args.messages) and total.value >= args.messages
+
+
 async def worker_main(
-    args: argparse.Namespace, index: int, ready: Any, go: Any, results: Any
+    args: argparse.Namespace, index: int, ready: Any, go: Any, results: Any, total: Any
 ) -> None:
     url = urlparse(args.service_url)
     host, port = url.hostname or "127.0.0.1", url.port or 6650
@@ -462,15 +478,15 @@ async def worker_main(
     producers: list[Producer] = []
     consumers: list[Consumer] = []
     if args.mode in ("consume", "e2e"):
-        total = args.topics * args.consumers
-        for k, i in enumerate(share(total, args.processes, index)):
+        count = args.topics * args.consumers
+        for k, i in enumerate(share(count, args.processes, index)):
             conn = connections[k % len(connections)]
             consumer = Consumer(conn, 1000 + k, topics[i % args.topics], args.subscription, args)
             await consumer.open()
             consumers.append(consumer)
     if args.mode in ("produce", "e2e"):
-        total = args.topics * args.producers
-        for k, i in enumerate(share(total, args.processes, index)):
+        count = args.topics * args.producers
+        for k, i in enumerate(share(count, args.processes, index)):
             conn = connections[k % len(connections)]
             producer = Producer(conn, 1 + k, topics[i % args.topics], args)
             await producer.open()
@@ -481,6 +497,7 @@ async def worker_main(
     stats = Stats()
     for consumer in consumers:
         consumer.measure(stats, window)
+        consumer.total = total
         consumer.start()
     me = psutil.Process()
     cpu_before: float | None = None
@@ -490,7 +507,8 @@ async def worker_main(
         await asyncio.sleep(max(0.0, (start_ns - time.monotonic_ns()) / NS))
         t = me.cpu_times()
         cpu_before = t.user + t.system
-        await asyncio.sleep(max(0.0, (end_ns - time.monotonic_ns()) / NS))
+        while not finished(args, total, end_ns):
+            await asyncio.sleep(0.005)
         t = me.cpu_times()
         stats.cpu_seconds = t.user + t.system - cpu_before
 
@@ -527,9 +545,11 @@ def _unpack(d: dict[str, Any]) -> Stats:
     )
 
 
-def worker(args: argparse.Namespace, index: int, ready: Any, go: Any, results: Any) -> None:
+def worker(
+    args: argparse.Namespace, index: int, ready: Any, go: Any, results: Any, total: Any
+) -> None:
     try:
-        asyncio.run(worker_main(args, index, ready, go, results))
+        asyncio.run(worker_main(args, index, ready, go, results, total))
     except BaseException as exc:  # reported to the parent, which fails the run
         results.put((index, f"{type(exc).__name__}: {exc}"))
 
@@ -572,8 +592,9 @@ def run(
 ) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    total = ctx.Value("q", 0)
     procs = [
-        ctx.Process(target=worker, args=(args, i, ready, go, results), daemon=True)
+        ctx.Process(target=worker, args=(args, i, ready, go, results, total), daemon=True)
         for i in range(args.processes)
     ]
     for p in procs:
@@ -591,8 +612,10 @@ def run(
     time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / NS))
     gw0, rd0 = process_cpu(gateway_pid), process_cpu(redis_pid)
     with profile():
-        time.sleep(max(0.0, (end_ns - time.monotonic_ns()) / NS))
+        while not finished(args, total, end_ns):
+            time.sleep(0.005)
     gw1, rd1 = process_cpu(gateway_pid), process_cpu(redis_pid)
+    window_s = (time.monotonic_ns() - start_ns) / NS
     merged = Stats()
     for _ in procs:
         index, payload = results.get(timeout=120)
@@ -608,7 +631,7 @@ def run(
     for p in procs:
         p.join(timeout=30)
     messages = merged.received if args.mode != "produce" else merged.published
-    elapsed = args.duration
+    elapsed = window_s
     if args.mode == "consume" and merged.last_received_ns:
         # a backlog drained before the window ended: its rate is over the draining time
         elapsed = min(elapsed, (merged.last_received_ns - start_ns) / NS)
@@ -621,7 +644,7 @@ def run(
     def percent(before: float | None, after: float | None) -> float | None:
         if before is None or after is None:
             return None
-        return (after - before) / args.duration * 100
+        return (after - before) / window_s * 100
 
     return {
         "mode": args.mode,
@@ -638,7 +661,7 @@ def run(
         "gateway_cpu_pct": percent(gw0, gw1),
         "redis_us_per_msg": per_message(rd0, rd1),
         "redis_cpu_pct": percent(rd0, rd1),
-        "perf_cpu_pct": merged.cpu_seconds / args.duration * 100,
+        "perf_cpu_pct": merged.cpu_seconds / window_s * 100,
         "config": {
             k: getattr(args, k)
             for k in (
@@ -719,6 +742,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--duration", type=float, default=10)
     p.add_argument("--warmup", type=float, default=2)
+    p.add_argument(
+        "--messages",
+        type=int,
+        default=0,
+        help="consume: end the window once this many were received (0: run --duration)",
+    )
     p.add_argument(
         "--prefill",
         type=int,
