@@ -444,6 +444,128 @@ class Consumer:
             transport.write(b"".join(out))
 
 
+# -- the same hop on raw Redis (--target redis) -------------------------------------------------
+
+
+def raw_key(topic: str) -> str:
+    return f"perf-raw:{{{topic}}}"
+
+
+class RawProducer:
+    """XADD of one entry per message (field ``m``: the same payload), a pipeline per burst,
+    one burst in flight: what the gateway's append costs Redis, without the gateway."""
+
+    def __init__(self, client: Any, topic: str, args: argparse.Namespace) -> None:
+        self.client = client
+        self.key = raw_key(topic)
+        self.args = args
+        self.filler = b"\x00" * max(0, args.size - 12)
+
+    async def open(self) -> None:
+        await self.client.delete(self.key)
+
+    async def run(self, stats: Stats, window: Window, rate: float, stop_ns: int) -> None:
+        burst = self.args.burst
+        start = time.monotonic_ns()
+        sent = 0
+        while True:
+            now = time.monotonic_ns()
+            if now >= stop_ns:
+                break
+            n = burst if rate <= 0 else min(burst, int((now - start) * rate / NS) - sent)
+            if n <= 0:
+                next_at = start + (sent + 1) * NS / rate
+                await asyncio.sleep(max(0.0, (next_at - now) / NS))
+                continue
+            pipe = self.client.pipeline(transaction=False)
+            message = MAGIC_PERF + struct.pack(">Q", now) + self.filler
+            for _ in range(n):
+                pipe.xadd(self.key, {"m": message})
+            await pipe.execute()
+            sent += n
+            done = time.monotonic_ns()
+            if done in window:
+                stats.published += n
+                stats.publish_latency_us.extend([(done - now) // 1000] * n)
+
+
+class RawConsumer:
+    """XREADGROUP ... BLOCK + XACK of what was read: a consumer group's hop without the
+    gateway."""
+
+    def __init__(self, client: Any, topic: str, args: argparse.Namespace) -> None:
+        self.client = client
+        self.key = raw_key(topic)
+        self.args = args
+        self.stats = Stats()
+        self.window = Window(0, 0)
+        self.total: Any = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        with contextlib.suppress(Exception):  # BUSYGROUP: it exists
+            await self.client.xgroup_create(self.key, self.args.subscription, "0", mkstream=True)
+
+    def measure(self, stats: Stats, window: Window) -> None:
+        self.stats, self.window = stats, window
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        group, key = self.args.subscription, self.key
+        while True:
+            reply = await self.client.xreadgroup(
+                group, "c", {key: ">"}, count=self.args.receiver_queue, block=100
+            )
+            if not reply:
+                continue
+            entries = reply[0][1]
+            now = time.monotonic_ns()
+            counted = 0
+            for _, fields in entries:
+                payload = fields[b"m"]
+                if now in self.window:
+                    counted += 1
+                    if payload[:4] == MAGIC_PERF:
+                        sent = struct.unpack_from(">Q", payload, 4)[0]
+                        self.stats.e2e_latency_us.append((now - sent) // 1000)
+            if counted:
+                self.stats.received += counted
+                self.stats.last_received_ns = now
+                with self.total.get_lock():
+                    self.total.value += counted
+            if self.args.ack != "none":
+                await self.client.xack(key, group, *[entry_id for entry_id, _ in entries])
+
+
+async def raw_clients(
+    args: argparse.Namespace, topics: list[str], index: int
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """Producers and consumers of this process on raw Redis, each on its own connection."""
+    import redis.asyncio as aioredis
+
+    clients: list[Any] = []
+    producers: list[Any] = []
+    consumers: list[Any] = []
+
+    def connect() -> Any:
+        client = aioredis.Redis.from_url(args.redis_url, protocol=2)
+        clients.append(client)
+        return client
+
+    if args.mode in ("consume", "e2e"):
+        for i in share(args.topics * args.consumers, args.processes, index):
+            consumer = RawConsumer(connect(), topics[i % args.topics], args)
+            await consumer.open()
+            consumers.append(consumer)
+    if args.mode in ("produce", "e2e"):
+        for i in share(args.topics * args.producers, args.processes, index):
+            producer = RawProducer(connect(), topics[i % args.topics], args)
+            producers.append(producer)
+    return clients, producers, consumers
+
+
 # -- one process ---------------------------------------------------------------------------------
 
 
@@ -466,25 +588,29 @@ def finished(args: argparse.Namespace, total: Any, end_ns: int) -> bool:
 async def worker_main(
     args: argparse.Namespace, index: int, ready: Any, go: Any, results: Any, total: Any
 ) -> None:
-    url = urlparse(args.service_url)
-    host, port = url.hostname or "127.0.0.1", url.port or 6650
     loop = asyncio.get_running_loop()
-    connections: list[Connection] = []
-    for _ in range(args.connections):
-        _, conn = await loop.create_connection(Connection, host, port)
-        await asyncio.wait_for(conn.connected, 30)
-        connections.append(conn)
     topics = topic_names(args)
-    producers: list[Producer] = []
-    consumers: list[Consumer] = []
-    if args.mode in ("consume", "e2e"):
+    connections: list[Connection] = []
+    producers: list[Any] = []
+    consumers: list[Any] = []
+    raw: list[Any] = []
+    if args.target == "redis":
+        raw, producers, consumers = await raw_clients(args, topics, index)
+    else:
+        url = urlparse(args.service_url)
+        host, port = url.hostname or "127.0.0.1", url.port or 6650
+        for _ in range(args.connections):
+            _, conn = await loop.create_connection(Connection, host, port)
+            await asyncio.wait_for(conn.connected, 30)
+            connections.append(conn)
+    if args.mode in ("consume", "e2e") and not raw:
         count = args.topics * args.consumers
         for k, i in enumerate(share(count, args.processes, index)):
             conn = connections[k % len(connections)]
             consumer = Consumer(conn, 1000 + k, topics[i % args.topics], args.subscription, args)
             await consumer.open()
             consumers.append(consumer)
-    if args.mode in ("produce", "e2e"):
+    if args.mode in ("produce", "e2e") and not raw:
         count = args.topics * args.producers
         for k, i in enumerate(share(count, args.processes, index)):
             conn = connections[k % len(connections)]
@@ -520,6 +646,12 @@ async def worker_main(
     for conn in connections:
         if conn.transport is not None:
             conn.transport.close()
+    for consumer in consumers:
+        task = getattr(consumer, "task", None)
+        if task is not None:
+            task.cancel()
+    for client in raw:
+        await client.aclose()
     results.put((index, _pack(stats)))
 
 
@@ -719,6 +851,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("mode", choices=["produce", "consume", "e2e"])
     p.add_argument("--service-url", default="pulsar://127.0.0.1:6650")
     p.add_argument("--start", action="store_true", help="start a redis-server and a gateway")
+    p.add_argument(
+        "--target",
+        choices=["gateway", "redis"],
+        default="gateway",
+        help="redis: the same hop on raw Redis (XADD, XREADGROUP BLOCK + XACK), no gateway",
+    )
+    p.add_argument("--redis-url", help="--target redis: the Redis (default: --start's)")
+    p.add_argument(
+        "--compare-raw",
+        action="store_true",
+        help="with --start: run the same load on raw Redis too and print the ratios",
+    )
     p.add_argument("--aof", action="store_true", help="with --start: appendfsync everysec")
     p.add_argument("--rate", type=float, default=0, help="messages/s in total (0: max)")
     p.add_argument("--size", type=int, default=100, help="payload bytes (>= 12)")
@@ -765,6 +909,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "costs CPU, so do not take this run's figures as the benchmark's",
     )
     args = p.parse_args(argv)
+    if args.compare_raw and (args.mode == "consume" or not args.start):
+        p.error("--compare-raw needs --start, with produce or e2e")
     if args.size < 12:
         p.error("--size must be at least 12 (the PERF marker and the send time)")
     for name in ("batch", "topics", "producers", "consumers", "connections", "processes"):
@@ -776,6 +922,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = None
+    raw_result: dict[str, Any] | None = None
     gateway_pid, redis_pid = args.gateway_pid, args.redis_pid
     try:
         if args.start:
@@ -805,9 +952,22 @@ def main(argv: list[str] | None = None) -> int:
             if not profiler.enabled:
                 raise SystemExit("--profile: no py-spy on PATH or beside this Python")
             profile = partial(profiler.record, args.mode)
+        if args.target == "redis":
+            if env is not None:
+                args.redis_url = env.rds.url
+            if not args.redis_url:
+                raise SystemExit("--target redis needs --redis-url or --start")
+            gateway_pid = None
         result = run(args, gateway_pid, redis_pid, profile)
         if profiler is not None:
             print(profiler.reports.get(args.mode, "(no profile)"))
+        raw_result = None
+        if args.compare_raw:
+            if env is None:
+                raise SystemExit("--compare-raw needs --start")
+            raw_args = argparse.Namespace(**{**vars(args), "target": "redis"})
+            raw_args.redis_url = env.rds.url
+            raw_result = run(raw_args, None, redis_pid)
         if env is not None:
             env.failed = False
     finally:
@@ -815,9 +975,33 @@ def main(argv: list[str] | None = None) -> int:
             env.watchdog.stop()
             env.cleanup()
     print(report(result))
+    if raw_result is not None:
+        print("\nThe same load on raw Redis (XADD; XREADGROUP BLOCK + XACK), same Redis:\n")
+        print(report(raw_result))
+        print("\n" + compare(result, raw_result))
+        result = {**result, "raw": raw_result}
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0
+
+
+def compare(gateway: dict[str, Any], raw: dict[str, Any]) -> str:
+    """Gateway / raw Redis ratios of one run."""
+    lines = ["| figure | gateway | raw Redis | ratio |", "|---|---:|---:|---:|"]
+
+    def row(name: str, g: float | None, r: float | None, spec: str) -> None:
+        ratio = f"{g / r:.2f}" if g is not None and r else "n/a"
+        lines.append(f"| {name} | {fmt(g, spec)} | {fmt(r, spec)} | {ratio} |")
+
+    row("msg/s", gateway["msg_per_s"], raw["msg_per_s"], ",.0f")
+    row("Redis µs/msg", gateway["redis_us_per_msg"], raw["redis_us_per_msg"], ".2f")
+    for name in ("publish_latency_ms", "e2e_latency_ms"):
+        g, r = gateway[name], raw[name]
+        if g and r:
+            label = name.replace("_latency_ms", "")
+            for q in ("p50", "p99", "p99.9"):
+                row(f"{label} latency {q}, ms", g[q], r[q], ".3f")
+    return "\n".join(lines)
 
 
 def prefill(args: argparse.Namespace, per_topic: int) -> None:

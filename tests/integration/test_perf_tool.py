@@ -1,6 +1,7 @@
 """bench/perf.py against a real redis-server and gateway that it starts (``--start``): the
 figures it reports hold together (every message published is received, at the asked rate,
-with latencies and CPU per message measured)."""
+with latencies and CPU per message measured), for the gateway and for the same hop on raw
+Redis (``--compare-raw``)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
             "2",
             "--warmup",
             "1",
+            "--compare-raw",
             "--json",
             str(out),
         ],
@@ -53,3 +55,10 @@ def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
         p = result[name]
         assert 0 < p["p50"] <= p["p99"] <= p["max"] < 1000
     assert result["gateway_us_per_msg"] > 0 and result["redis_us_per_msg"] > 0
+    # the same hop on raw Redis, in the same run: XADD -> XREADGROUP, no gateway
+    raw = result["raw"]
+    assert 800 <= raw["published"] <= 1100
+    assert abs(raw["received"] - raw["published"]) <= 50
+    assert 0 < raw["e2e_latency_ms"]["p50"] <= raw["e2e_latency_ms"]["max"] < 1000
+    assert raw["gateway_us_per_msg"] is None
+    assert "| e2e latency p99, ms |" in proc.stdout
