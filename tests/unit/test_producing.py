@@ -251,25 +251,6 @@ async def test_publish_message_chooses_the_checked_append_when_needed(
         ]
 
 
-async def test_after_appends_calls_back_once_earlier_appends_are_answered(
-    gateway: Gateway,
-) -> None:
-    producer = gateway.producer()
-    events: list[str] = []
-    producer.after_appends(lambda: events.append("nothing appended yet"))
-    assert events == ["nothing appended yet"]  # at once
-
-    first = producer.publish(b"one", 1)
-    second = producer.publish(b"two", 1)
-    first.add_done_callback(lambda _: events.append("receipt 1"))
-    second.add_done_callback(lambda _: events.append("receipt 2"))
-    producer.after_appends(lambda: events.append("refusal 3"))
-    assert events == ["nothing appended yet"]
-
-    await gateway.lane.drain()
-    assert events == ["nothing appended yet", "receipt 1", "receipt 2", "refusal 3"]
-
-
 # -- ProducerRegistry --------------------------------------------------------------------------
 
 

@@ -4,8 +4,11 @@ The :class:`Session` keeps the per-connection tables Pulsar's ``ServerCnx`` keep
 (producers by ``producer_id``, consumers by ``consumer_id``; the client numbers them per
 client, so they are only unique within a connection) and turns each command into core calls.
 Requests that need Redis run as tasks; their responses are written when they finish, each
-with its own request id. SEND is the hot path and takes no task: the append's future gets a
-callback that writes the receipt, and the single storage lane keeps receipts in send order.
+with its own request id. SEND is the hot path and takes no task: each producer's answers
+(receipts, and refusals of the delayed-delivery policy) wait in a queue in send order, the
+client's requirement (protocol brief 3.2), and are written from its head as the appends
+complete. A Redis pipeline resolves its appends in order and in one go, so one callback
+answers a whole pipeline's SENDs instead of one callback per message.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import asyncio
 import base64
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 
 from pulsar_gateway.adapters.pulsar_binary import codec
@@ -58,6 +63,12 @@ CPP_CLIENT = "Pulsar-CPP"
 _NON_PERSISTENT = "non-persistent://"
 #: -1 as a MessageIdData field: the receipt of a deduplicated SEND is (-1, -1).
 _MINUS_ONE = (1 << 64) - 1
+
+#: A SEND waiting for its answer: producer id, sequence id, and either the append's future
+#: or the delayed-delivery policy's refusal.
+_Answer = tuple[
+    int, int, "asyncio.Future[bytes | int | None] | None", "DeliveryDelayNotAllowed | None"
+]
 
 #: An authorization check of the core (``AuthorizationService.can_*``).
 _Check = Callable[[TopicName, str | None], Awaitable[bool]]
@@ -108,6 +119,9 @@ class Session:
         self.service_url = service_url
         self.wants_flush = wants_flush
         self.producers: dict[int, ProducerHandle] = {}
+        #: per producer, its SENDs not answered yet, in send order: (producer id, sequence
+        #: id, the append's future or None, the refusal or None)
+        self._answers: dict[ProducerHandle, deque[_Answer]] = {}
         self.consumers: dict[int, ConsumerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -426,35 +440,74 @@ class Session:
                 )
         except DeliveryDelayNotAllowed as exc:
             # Answered after the receipts of the messages sent before it: send order.
-            refusal = exc
-            producer.after_appends(lambda: self._refuse_send(producer_id, sequence_id, refusal))
+            self._queue_answer(producer, (producer_id, sequence_id, None, exc))
             return
+        self._queue_answer(producer, (producer_id, sequence_id, fut, None))
 
-        def receipt(f: asyncio.Future[bytes | int | None]) -> None:
+    def _queue_answer(self, producer: ProducerHandle, answer: _Answer) -> None:
+        queue = self._answers.get(producer)
+        if queue is None:
+            queue = self._answers[producer] = deque()
+        queue.append(answer)
+        if len(queue) == 1:  # the new head: answer it (and what follows) once it can be
+            self._answer_from_head(producer)
+
+    def _answer_from_head(
+        self, producer: ProducerHandle, _done: asyncio.Future[Any] | None = None
+    ) -> None:
+        """Write the answers at the head of ``producer``'s queue whose appends are complete,
+        in order; wait for the first that is not."""
+        queue = self._answers.get(producer)
+        if queue is None:
+            return
+        answered = False
+        while queue:
+            producer_id, sequence_id, fut, refusal = queue[0]
+            if fut is not None and not fut.done():
+                fut.add_done_callback(partial(self._answer_from_head, producer))
+                break
+            queue.popleft()
+            answered = True
             if self.closed:
-                return
-            exc = f.exception()
-            entry_id = None if exc is not None else f.result()
-            if exc is not None or entry_id == 0:
-                # Never SEND_ERROR for storage trouble (the client would loop); close the
-                # producer so it reconnects and re-sends its pending messages. A fenced
-                # producer (0) learns it from the ProducerFenced its reconnection gets.
-                if exc is not None:
-                    log.warning("append failed on %s: %s", producer.topic_name, exc)
-                if self.producers.get(producer_id) is producer:
-                    del self.producers[producer_id]
-                    self.conn.send_close_producer(producer_id)
-                    self._spawn(self.services.producers.close(producer))
-            elif entry_id is None:
-                # A duplicate: Pulsar acknowledges it with message id (-1, -1).
-                self.conn.send_send_receipt(producer_id, sequence_id, _MINUS_ONE, _MINUS_ONE)
+                continue
+            if fut is None:
+                assert refusal is not None
+                self._refuse_send(producer_id, sequence_id, refusal)
             else:
-                assert isinstance(entry_id, bytes)
-                ms, _, seq = entry_id.partition(b"-")
-                self.conn.send_send_receipt(producer_id, sequence_id, int(ms), int(seq))
+                self._answer_append(producer, producer_id, sequence_id, fut)
+        if not queue:
+            del self._answers[producer]
+        if answered and not self.closed:
             self.wants_flush()
 
-        fut.add_done_callback(receipt)
+    def _answer_append(
+        self,
+        producer: ProducerHandle,
+        producer_id: int,
+        sequence_id: int,
+        fut: asyncio.Future[bytes | int | None],
+    ) -> None:
+        """SEND_RECEIPT for a stored (or deduplicated) append; for a failed or fenced one,
+        close the producer."""
+        exc = fut.exception()
+        entry_id = None if exc is not None else fut.result()
+        if exc is not None or entry_id == 0:
+            # Never SEND_ERROR for storage trouble (the client would loop); close the
+            # producer so it reconnects and re-sends its pending messages. A fenced
+            # producer (0) learns it from the ProducerFenced its reconnection gets.
+            if exc is not None:
+                log.warning("append failed on %s: %s", producer.topic_name, exc)
+            if self.producers.get(producer_id) is producer:
+                del self.producers[producer_id]
+                self.conn.send_close_producer(producer_id)
+                self._spawn(self.services.producers.close(producer))
+        elif entry_id is None:
+            # A duplicate: Pulsar acknowledges it with message id (-1, -1).
+            self.conn.send_send_receipt(producer_id, sequence_id, _MINUS_ONE, _MINUS_ONE)
+        else:
+            assert isinstance(entry_id, bytes)
+            ms, _, seq = entry_id.partition(b"-")
+            self.conn.send_send_receipt(producer_id, sequence_id, int(ms), int(seq))
 
     def _refuse_send(
         self, producer_id: int, sequence_id: int, exc: DeliveryDelayNotAllowed
@@ -466,14 +519,11 @@ class Session:
         (protocol brief 3.2), disrupting every producer and consumer on the connection. So
         a C++ client gets the one per-message failure it honours, ChecksumError, with the
         NotAllowed reason in its message (logged by the client)."""
-        if self.closed:
-            return
         if self.conn.client_version.startswith(CPP_CLIENT):
             error, message = pb.ChecksumError, f"NotAllowedError: {exc}"
         else:
             error, message = pb.NotAllowedError, str(exc)
         self.conn.send_send_error(producer_id, sequence_id, error, message)
-        self.wants_flush()
 
     def _close_producer(self, cmd: c.CloseProducer) -> None:
         producer = self.producers.pop(cmd.producer_id, None)

@@ -141,8 +141,5 @@ class NonPersistentProducer:
     ) -> asyncio.Future[bytes | int | None]:
         return self.publish_checked(blob, 1, sequence_id, None)
 
-    def after_appends(self, callback: Callable[[], None]) -> None:
-        callback()  # appends are answered at once
-
     def close(self) -> None:
         """Nothing to release: the producer is registered nowhere."""

@@ -16,8 +16,8 @@ A producer's registration with the fleet (name, access mode, lease) is kept by
 
 An entry asking for a delivery time is stored with the time the topic's delayed-delivery policy
 gives it (field ``d``, :mod:`pulsar_gateway.core.policies.delayed_delivery`); one the policy refuses
-is not stored, and :meth:`Producer.after_appends` lets the adapter answer the refusal in send order,
-after the appends before it.
+is not stored: the append raises, and the adapter answers the refusal in send order, after the
+appends before it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
@@ -126,9 +126,6 @@ class ProducerHandle(Protocol):
     ) -> asyncio.Future[bytes | int | None]:
         """Append one whole message, checked when needed."""
 
-    def after_appends(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once every append so far is answered."""
-
 
 class Producer:
     """One producer attached to a topic on this gateway.
@@ -178,8 +175,6 @@ class Producer:
         self.last_sequence_id = -1
         self.schema_version: int | None = None
         self.delayed_delivery = DelayedDeliveryPolicy()
-        #: the last append, which a refusal is answered after
-        self._last: asyncio.Future[Any] | None = None
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.waiting = False
         self.on_lost: Callable[[ProducerHandle], None] | None = None
@@ -218,16 +213,6 @@ class Producer:
             self._metrics.fixed_delay_overridden[name.namespace, str(name)] += 1
         return at
 
-    def after_appends(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once every append so far is answered, after the callbacks
-        already waiting on them, so an answer it sends (a refusal) keeps send order. A
-        callback added to a done future still waits its turn in the loop's queue."""
-        last = self._last
-        if last is None:
-            callback()
-        else:
-            last.add_done_callback(lambda _: callback())
-
     def publish(
         self,
         blob: bytes,
@@ -261,7 +246,7 @@ class Producer:
             chunk=chunk,
             deliver_at=at,
         )
-        fut = self._last = self._lane.call("XADD", self._stream, "*", *fields)
+        fut = self._lane.call("XADD", self._stream, "*", *fields)
         self._appended(blob, num_messages)
         return fut
 
@@ -313,7 +298,6 @@ class Producer:
             chunk=chunk,
             deliver_at=at,
         )
-        self._last = fut
         self._appended(blob, num_messages)
         return fut
 
