@@ -389,6 +389,13 @@ _DECODERS: dict[int, Callable[[pb.BaseCommand, Frame], Command]] = {
 }
 
 
+#: BaseCommand's sub-message field number equals its Type value (protocol brief 1.3): the
+#: field each type must carry, looked up once here rather than per command.
+_SUB_MESSAGE: dict[int, str] = {
+    f.number: f.name for f in pb.BaseCommand.DESCRIPTOR.fields if f.name != "type"
+}
+
+
 def _request_id_of(c: pb.BaseCommand) -> int | None:
     """The request_id of an unsupported command, if its sub-message has one."""
     for field, value in c.ListFields():
@@ -408,10 +415,9 @@ def from_frame(frame: Frame) -> Command:
         InvalidCommand: ``BaseCommand.type`` says X but the X sub-message is missing.
     """
     c = frame.command
-    # BaseCommand's sub-message field number equals its Type value (protocol brief 1.3).
-    field = c.DESCRIPTOR.fields_by_number.get(c.type)
-    if field is not None and not c.HasField(field.name):
-        raise InvalidCommand(f"{field.name} command without its {field.name} field")
+    name = _SUB_MESSAGE.get(c.type)
+    if name is not None and not c.HasField(name):
+        raise InvalidCommand(f"{name} command without its {name} field")
     decoder = _DECODERS.get(c.type)
     if decoder is not None:
         return decoder(c, frame)
