@@ -82,17 +82,42 @@ def _arg(value: Any) -> bytes:
     return bytes(value)
 
 
+#: The RESP encoding of recently packed strings (command names, keys, script hashes): every
+#: append repeats its command name and stream key, so each is encoded once. Cleared when
+#: it outgrows _ENCODED_MAX, so a gateway serving many topics stays bounded.
+_encoded: dict[str, bytes] = {}
+_ENCODED_MAX = 50_000
+
+
+def _bulk(value: Any) -> bytes:
+    data = _arg(value)
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
 def pack_commands(commands: Sequence[tuple[Any, ...]]) -> bytes:
     """Encode commands as RESP arrays of bulk strings, in one buffer."""
     out: list[bytes] = []
     append = out.append
+    encoded = _encoded
     for args in commands:
         append(b"*%d\r\n" % len(args))
         for value in args:
-            data = _arg(value)
-            append(b"$%d\r\n" % len(data))
-            append(data)
-            append(b"\r\n")
+            if type(value) is str:
+                bulk = encoded.get(value)
+                if bulk is None:
+                    if len(encoded) >= _ENCODED_MAX:
+                        encoded.clear()
+                    bulk = encoded[value] = _bulk(value)
+                append(bulk)
+            elif type(value) is bytes:
+                if len(value) < 4096:  # one piece; a large value is not copied twice
+                    append(b"$%d\r\n%b\r\n" % (len(value), value))
+                else:
+                    append(b"$%d\r\n" % len(value))
+                    append(value)
+                    append(b"\r\n")
+            else:
+                append(_bulk(value))
     return b"".join(out)
 
 
