@@ -269,6 +269,26 @@ class Connection(asyncio.Protocol):
 # -- producers and consumers ---------------------------------------------------------------------
 
 
+class Pacer:
+    """How many SENDs (of ``batch`` messages each) are due at ``rate`` messages/s since the
+    pacer started; ``rate`` 0 sets no limit."""
+
+    def __init__(self, rate: float, batch: int) -> None:
+        self.rate, self.batch = rate, batch
+        self.start = time.monotonic_ns()
+        self.sent = 0
+
+    def due(self, now: int, most: int) -> int:
+        if self.rate <= 0:
+            return most
+        return min(most, int((now - self.start) * self.rate / self.batch / NS) - self.sent)
+
+    async def wait(self, now: int) -> None:
+        """Sleep until the next SEND is due."""
+        next_at = self.start + (self.sent + 1) * self.batch * NS / self.rate
+        await asyncio.sleep(max(0.0, (next_at - now) / NS))
+
+
 class Producer:
     def __init__(
         self, conn: Connection, producer_id: int, topic: str, args: argparse.Namespace
@@ -312,26 +332,20 @@ class Producer:
         batch = self.args.batch
         max_pending = max(1, self.args.max_pending // batch)
         burst = max(1, self.args.burst // batch)
-        start = time.monotonic_ns()
-        sent = 0
+        pacer = Pacer(rate, batch)
         while True:
             now = time.monotonic_ns()
             if now >= stop_ns:
                 break
             room = max_pending - len(self.pending)
-            if rate > 0:
-                due = int((now - start) * rate / batch / NS) - sent
-                n = min(room, due, burst)
-            else:
-                n = min(room, burst)
+            n = pacer.due(now, min(room, burst))
             if n <= 0:
                 if room <= 0:
                     self.room.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.room.wait(), 1)
-                else:  # the rate holds it back: sleep until the next message is due
-                    next_at = start + (sent + 1) * batch * NS / rate
-                    await asyncio.sleep(max(0.0, (next_at - now) / NS))
+                else:  # the rate holds it back
+                    await pacer.wait(now)
                 continue
             publish_ms = time.time_ns() // 1_000_000
             frames = []
@@ -340,7 +354,7 @@ class Producer:
                 self.pending[self.sequence_id] = now
                 frames.append(frame(self.sequence_id, now, publish_ms))
             transport.write(b"".join(frames))
-            sent += n
+            pacer.sent += n
             await asyncio.sleep(0)
         # let the receipts of what is in flight come back (counted while in the window)
         deadline = time.monotonic() + 10
@@ -465,24 +479,21 @@ class RawProducer:
         await self.client.delete(self.key)
 
     async def run(self, stats: Stats, window: Window, rate: float, stop_ns: int) -> None:
-        burst = self.args.burst
-        start = time.monotonic_ns()
-        sent = 0
+        pacer = Pacer(rate, 1)  # one entry per message
         while True:
             now = time.monotonic_ns()
             if now >= stop_ns:
                 break
-            n = burst if rate <= 0 else min(burst, int((now - start) * rate / NS) - sent)
+            n = pacer.due(now, self.args.burst)
             if n <= 0:
-                next_at = start + (sent + 1) * NS / rate
-                await asyncio.sleep(max(0.0, (next_at - now) / NS))
+                await pacer.wait(now)
                 continue
             pipe = self.client.pipeline(transaction=False)
             message = MAGIC_PERF + struct.pack(">Q", now) + self.filler
             for _ in range(n):
                 pipe.xadd(self.key, {"m": message})
             await pipe.execute()
-            sent += n
+            pacer.sent += n
             done = time.monotonic_ns()
             if done in window:
                 stats.published += n
