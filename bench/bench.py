@@ -737,7 +737,7 @@ class Bench:
         if mode == "consume":
             perf.prefill(lean_args, self.n)
         with self.profiler.record(label):
-            result = perf.run(lean_args, self.gw.pid, self.rds.proc.pid)
+            result = perf.run(lean_args, [self.gw.pid], self.rds.proc.pid)
         for topic in perf.topic_names(lean_args):
             self.drop(topic)
         self.gw.check_alive()

@@ -3,8 +3,8 @@ that one process out-runs one gateway core.
 
 Usage::
 
-    .venv/bin/python bench/perf.py produce|consume|e2e [--service-url pulsar://HOST:6650]
-        [--start] [--rate R] [--size B] [--batch N] [--topics T] [--producers P]
+    .venv/bin/python bench/perf.py produce|consume|e2e [--service-url pulsar://HOST:6650[,...]]
+        [--start [--gateways G]] [--rate R] [--size B] [--batch N] [--topics T] [--producers P]
         [--consumers C] [--subscription-type Shared] [--ack grouped|each|none]
         [--connections K] [--processes N] [--duration S] [--warmup S]
         [--gateway-pid PID] [--redis-pid PID] [--json PATH]
@@ -580,6 +580,16 @@ async def raw_clients(
 # -- one process ---------------------------------------------------------------------------------
 
 
+def service_addresses(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """``--service-url``: one gateway or several, comma-separated (connections are spread
+    over them round-robin)."""
+    out = []
+    for item in args.service_url.split(","):
+        url = urlparse(item.strip())
+        out.append((url.hostname or "127.0.0.1", url.port or 6650))
+    return out
+
+
 def topic_names(args: argparse.Namespace) -> list[str]:
     return [f"persistent://public/default/{args.topic_prefix}-{i}" for i in range(args.topics)]
 
@@ -608,9 +618,9 @@ async def worker_main(
     if args.target == "redis":
         raw, producers, consumers = await raw_clients(args, topics, index)
     else:
-        url = urlparse(args.service_url)
-        host, port = url.hostname or "127.0.0.1", url.port or 6650
-        for _ in range(args.connections):
+        addresses = service_addresses(args)
+        for k in range(args.connections):
+            host, port = addresses[(index * args.connections + k) % len(addresses)]
             _, conn = await loop.create_connection(Connection, host, port)
             await asyncio.wait_for(conn.connected, 30)
             connections.append(conn)
@@ -709,6 +719,14 @@ def process_cpu(pid: int | None) -> float | None:
     return None
 
 
+def gateways_cpu(pids: list[int]) -> float | None:
+    """CPU seconds of every gateway measured, summed (None when none is known)."""
+    if not pids:
+        return None
+    seconds = [process_cpu(pid) for pid in pids]
+    return None if None in seconds else sum(s for s in seconds if s is not None)
+
+
 def percentiles(values: array[int]) -> dict[str, float] | None:
     if not values:
         return None
@@ -729,7 +747,7 @@ def percentiles(values: array[int]) -> dict[str, float] | None:
 
 def run(
     args: argparse.Namespace,
-    gateway_pid: int | None,
+    gateway_pids: list[int],
     redis_pid: int | None,
     profile: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
 ) -> dict[str, Any]:
@@ -753,11 +771,11 @@ def run(
     for _ in procs:
         go.put((start_ns, end_ns))
     time.sleep(max(0.0, (start_ns - time.monotonic_ns()) / NS))
-    gw0, rd0 = process_cpu(gateway_pid), process_cpu(redis_pid)
+    gw0, rd0 = gateways_cpu(gateway_pids), process_cpu(redis_pid)
     with profile():
         while not finished(args, total, end_ns):
             time.sleep(0.005)
-    gw1, rd1 = process_cpu(gateway_pid), process_cpu(redis_pid)
+    gw1, rd1 = gateways_cpu(gateway_pids), process_cpu(redis_pid)
     window_s = (time.monotonic_ns() - start_ns) / NS
     merged = Stats()
     for _ in procs:
@@ -820,7 +838,8 @@ def run(
                 "ack",
                 "max_pending",
             )
-        },
+        }
+        | {"gateways": len(args.service_url.split(",")) if args.target == "gateway" else 0},
     }
 
 
@@ -831,7 +850,8 @@ def fmt(value: float | None, spec: str = ",.1f") -> str:
 def report(result: dict[str, Any]) -> str:
     c = result["config"]
     lines = [
-        f"perf {result['mode']}: {result['duration_s']:g} s, {c['processes']} process(es) x "
+        f"perf {result['mode']}: {result['duration_s']:g} s, {c['gateways'] or 'no'} "
+        f"gateway(s), {c['processes']} process(es) x "
         f"{c['connections']} connection(s), {c['topics']} topic(s), {c['size']} B, "
         f"batch {c['batch']}, rate {c['rate'] or 'max'}",
         "",
@@ -860,7 +880,11 @@ def report(result: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("mode", choices=["produce", "consume", "e2e"])
-    p.add_argument("--service-url", default="pulsar://127.0.0.1:6650")
+    p.add_argument(
+        "--service-url",
+        default="pulsar://127.0.0.1:6650",
+        help="a gateway, or several comma-separated (connections spread round-robin)",
+    )
     p.add_argument("--start", action="store_true", help="start a redis-server and a gateway")
     p.add_argument(
         "--target",
@@ -909,7 +933,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0,
         help="consume: first publish this many messages per topic (untimed)",
     )
-    p.add_argument("--gateway-pid", type=int)
+    p.add_argument(
+        "--gateways",
+        type=int,
+        default=1,
+        help="with --start: gateways on the one Redis (connections spread over them)",
+    )
+    p.add_argument(
+        "--gateway-pid",
+        type=int,
+        action="append",
+        help="a gateway whose CPU to measure (repeat for several; their sum is reported)",
+    )
     p.add_argument("--redis-pid", type=int)
     p.add_argument("--json", type=Path)
     p.add_argument(
@@ -924,7 +959,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--compare-raw needs --start, with produce or e2e")
     if args.size < 12:
         p.error("--size must be at least 12 (the PERF marker and the send time)")
-    for name in ("batch", "topics", "producers", "consumers", "connections", "processes"):
+    for name in (
+        "batch",
+        "topics",
+        "producers",
+        "consumers",
+        "connections",
+        "processes",
+        "gateways",
+    ):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
     return args
@@ -934,7 +977,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = None
     raw_result: dict[str, Any] | None = None
-    gateway_pid, redis_pid = args.gateway_pid, args.redis_pid
+    gateway_pids, redis_pid = list(args.gateway_pid or []), args.redis_pid
+    more_gateways: list[Any] = []
     try:
         if args.start:
             sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -944,8 +988,13 @@ def main(argv: list[str] | None = None) -> int:
             env.rds = RedisServer(env.workdir, args.aof)
             env.gw = GatewayProcess(env.rds.url, env.workdir)
             env.watchdog.gateway = env.gw
-            args.service_url = env.gw.url
-            gateway_pid, redis_pid = env.gw.pid, env.rds.proc.pid
+            for i in range(1, args.gateways):
+                workdir = env.workdir / f"gateway-{i}"
+                workdir.mkdir()
+                more_gateways.append(GatewayProcess(env.rds.url, workdir))
+            started = [env.gw, *more_gateways]
+            args.service_url = ",".join(gw.url for gw in started)
+            gateway_pids, redis_pid = [gw.pid for gw in started], env.rds.proc.pid
         if args.prefill:
             fill = argparse.Namespace(**{**vars(args), "mode": "produce", "rate": 0})
             fill.duration, fill.warmup = 3600.0, 0.0
@@ -953,13 +1002,13 @@ def main(argv: list[str] | None = None) -> int:
         profile: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         profiler = None
         if args.profile is not None:
-            if gateway_pid is None:
+            if not gateway_pids:
                 raise SystemExit("--profile needs --start or --gateway-pid")
             sys.path.insert(0, str(Path(__file__).resolve().parent))
             from bench import Profiler, find_py_spy
 
             args.profile.mkdir(parents=True, exist_ok=True)
-            profiler = Profiler(find_py_spy(None), args.profile, gateway_pid, 200)
+            profiler = Profiler(find_py_spy(None), args.profile, gateway_pids[0], 200)
             if not profiler.enabled:
                 raise SystemExit("--profile: no py-spy on PATH or beside this Python")
             profile = partial(profiler.record, args.mode)
@@ -968,8 +1017,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.redis_url = env.rds.url
             if not args.redis_url:
                 raise SystemExit("--target redis needs --redis-url or --start")
-            gateway_pid = None
-        result = run(args, gateway_pid, redis_pid, profile)
+            gateway_pids = []
+        result = run(args, gateway_pids, redis_pid, profile)
         if profiler is not None:
             print(profiler.reports.get(args.mode, "(no profile)"))
         raw_result = None
@@ -978,10 +1027,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit("--compare-raw needs --start")
             raw_args = argparse.Namespace(**{**vars(args), "target": "redis"})
             raw_args.redis_url = env.rds.url
-            raw_result = run(raw_args, None, redis_pid)
+            raw_result = run(raw_args, [], redis_pid)
         if env is not None:
             env.failed = False
     finally:
+        for gw in more_gateways:
+            gw.stop()
         if env is not None:
             env.watchdog.stop()
             env.cleanup()
@@ -1019,11 +1070,9 @@ def prefill(args: argparse.Namespace, per_topic: int) -> None:
     """Publish ``per_topic`` messages to every topic with the lean producer (untimed)."""
 
     async def fill() -> None:
-        url = urlparse(args.service_url)
+        host, port = service_addresses(args)[0]
         loop = asyncio.get_running_loop()
-        _, conn = await loop.create_connection(
-            Connection, url.hostname or "127.0.0.1", url.port or 6650
-        )
+        _, conn = await loop.create_connection(Connection, host, port)
         await asyncio.wait_for(conn.connected, 30)
         for k, topic in enumerate(topic_names(args)):
             producer = Producer(conn, 1 + k, topic, args)

@@ -62,3 +62,26 @@ def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
     assert 0 < raw["e2e_latency_ms"]["p50"] <= raw["e2e_latency_ms"]["max"] < 1000
     assert raw["gateway_us_per_msg"] is None
     assert "| e2e latency p99, ms |" in proc.stdout
+
+
+@pytest.mark.timeout(180)
+def test_connections_spread_over_several_started_gateways(tmp_path: Path) -> None:
+    redis_server_binary()
+    out = tmp_path / "perf.json"
+    argv = ["produce", "--start", "--gateways", "2", "--connections", "2", "--topics", "2"]
+    argv += ["--rate", "400", "--duration", "2", "--warmup", "1", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "perf.py"), *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["config"]["gateways"] == 2
+    assert "2 gateway(s)" in proc.stdout
+    # 400 msg/s over 2 s, through connections to either gateway, all receipted
+    assert 650 <= result["published"] <= 900
+    assert result["gateway_us_per_msg"] > 0
