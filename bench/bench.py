@@ -518,6 +518,31 @@ class Sample:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def receive_and_ack(
+    consumer: Any, n: int, deadline: float, pending: Callable[[], int]
+) -> tuple[float, float]:
+    """Receive and acknowledge ``n`` messages with the official client, then wait until
+    ``pending()`` (Redis's unacked entries) is 0, by the ``time.monotonic`` ``deadline``.
+    Returns the perf_counter times of the last receive and of the acks all in Redis."""
+    receive, ack = consumer.receive, consumer.acknowledge
+    for i in range(n):
+        try:
+            msg = receive(10_000)
+        except pulsar.Timeout:
+            raise BenchError(f"receive timed out after {i} of {n} messages") from None
+        ack(msg)
+        if not i % 10_000 and time.monotonic() > deadline:
+            raise BenchError(f"consume timed out after {i} of {n} messages")
+    t1 = time.perf_counter()
+    wait_until(
+        lambda: pending() == 0,
+        max(5.0, deadline - time.monotonic()),
+        "the acks to reach Redis",
+        interval=0.002,
+    )
+    return t1, time.perf_counter()
+
+
 class AckCounter:
     """send_async callback: counts receipts, notes the time of the last one."""
 
@@ -670,23 +695,7 @@ class Bench:
             initial_position=pulsar.InitialPosition.Earliest,
         )
         try:
-            receive, ack = consumer.receive, consumer.acknowledge
-            for i in range(n):
-                try:
-                    msg = receive(10_000)
-                except pulsar.Timeout:
-                    raise BenchError(f"receive timed out after {i} of {n} messages") from None
-                ack(msg)
-                if not i % 10_000 and time.monotonic() > deadline:
-                    raise BenchError(f"consume timed out after {i} of {n} messages")
-            t1 = time.perf_counter()
-            wait_until(
-                lambda: self._pending(topic) == 0,
-                max(5.0, deadline - time.monotonic()),
-                "the acks to reach Redis",
-                interval=0.002,
-            )
-            t2 = time.perf_counter()
+            t1, t2 = receive_and_ack(consumer, n, deadline, lambda: self._pending(topic))
         finally:
             consumer.close()
         return t0, t1, t2

@@ -71,8 +71,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
-import json
 import os
 import platform
 import random
@@ -87,8 +85,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -98,15 +95,26 @@ import pulsar
 import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
+from bench import (
+    KEY_PREFIX,
+    NAMESPACE,
+    PAYLOAD_SIZE,
+    RECEIVER_QUEUE,
+    ROOT,
+    AckCounter,
+    BenchError,
+    _die_with_parent,
+    fmt_rate,
+    free_port,
+    git_describe,
+    receive_and_ack,
+    run_cli,
+    wait_until,
+)
 from pulsar_gateway.core.storage.keys import KeySchema
 
-ROOT = Path(__file__).resolve().parent.parent
-PAYLOAD_SIZE = 100
-KEY_PREFIX = "pgw"
-NAMESPACE = "public/default"
 SUBSCRIPTION = "bench-cluster"
 PIPELINE = 1000  # raw commands per master per round trip, XREADGROUP COUNT
-RECEIVER_QUEUE = 1000
 MASTERS = 3
 CLUSTER_NODE_TIMEOUT_MS = 15_000
 DISTRIBUTION_NAMES = 1000
@@ -114,33 +122,7 @@ ACKS_FLAG = "--redis-replica-acks"
 ACK_TIMEOUT_FLAG = "--redis-replica-ack-timeout-ms"
 
 
-# -- small helpers (as in bench/bench.py) -----------------------------------------------------
-
-
-class BenchError(RuntimeError):
-    """A case did not complete (timeout, lost messages, a process died)."""
-
-
-def wait_until(
-    predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02
-) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: SIGTERM the child when the bench process dies (Linux only)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+# -- small helpers ----------------------------------------------------------------------------
 
 
 def _port_free(port: int) -> bool:
@@ -150,12 +132,6 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def free_redis_port(taken: set[int]) -> int:
@@ -180,31 +156,6 @@ def info(client: redis.Redis, section: str) -> dict[str, Any]:
 def glob_escape(text: str) -> str:
     """``text`` matched literally by a Redis glob (SCAN MATCH)."""
     return "".join("\\" + c if c in "\\*?[]" else c for c in text)
-
-
-def fmt_rate(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f}"
-
-
-def git_describe() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-        return head + (" (+ uncommitted changes)" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def spawn(argv: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
@@ -755,27 +706,6 @@ class Meter:
         out["redis"] = {k: s1[k] - s0[k] for k in s0}
 
 
-class AckCounter:
-    """send_async callback: counts receipts, notes the time of the last one."""
-
-    def __init__(self, expected: int) -> None:
-        self.expected = expected
-        self.acks = 0
-        self.errors: Counter[str] = Counter()
-        self.last = 0.0
-        self.done = threading.Event()
-        self._lock = threading.Lock()
-
-    def __call__(self, result: Any, _msg_id: Any) -> None:
-        with self._lock:
-            self.acks += 1
-            if result != pulsar.Result.Ok:
-                self.errors[str(result)] += 1
-            if self.acks >= self.expected:
-                self.last = time.perf_counter()
-                self.done.set()
-
-
 # -- the cases on one deployment --------------------------------------------------------------
 
 
@@ -852,6 +782,28 @@ class DeploymentBench:
     def case_timeout(self) -> float:
         return 60.0 + self.n / 500.0
 
+    def measured(
+        self,
+        case: str,
+        messages: int,
+        seconds: float,
+        m: dict[str, Any],
+        topics: list[str],
+        extra: dict[str, Any] | None = None,
+    ) -> Result:
+        """Record a case measured by a :class:`Meter` (``m``) over ``topics``."""
+        result = Result(
+            self.dep.label,
+            case,
+            messages,
+            seconds,
+            m["cpu"],
+            m["redis"],
+            self.per_master(topics, messages),
+            extra or {},
+        )
+        return self.record(result)
+
     def record(self, result: Result) -> Result:
         result.pass_no = self.pass_no
         self.results.append(result)
@@ -925,17 +877,7 @@ class DeploymentBench:
         if self.xlen(topics) != self.n:
             raise BenchError(f"{label}: {self.xlen(topics)} entries, expected {self.n}")
         extra = {"WAITs short of replicas": short} if wait else {}
-        result = Result(
-            self.dep.label,
-            label,
-            self.n,
-            t1 - t0,
-            m["cpu"],
-            m["redis"],
-            self.per_master(topics, self.n),
-            extra,
-        )
-        return self.record(result), topics
+        return self.measured(label, self.n, t1 - t0, m, topics, extra), topics
 
     def _raw_consume(self, topics: list[str]) -> int:
         got = 0
@@ -971,16 +913,7 @@ class DeploymentBench:
             t1 = time.perf_counter()
         if got != self.n or self.pending(topics):
             raise BenchError(f"raw consume read {got} of {self.n}")
-        result = Result(
-            self.dep.label,
-            "raw-consume",
-            self.n,
-            t1 - t0,
-            m["cpu"],
-            m["redis"],
-            self.per_master(topics, self.n),
-        )
-        return self.record(result)
+        return self.measured("raw-consume", self.n, t1 - t0, m, topics)
 
     # -- through a gateway --
 
@@ -1053,23 +986,7 @@ class DeploymentBench:
             initial_position=pulsar.InitialPosition.Earliest,
         )
         try:
-            receive, ack = consumer.receive, consumer.acknowledge
-            for i in range(n):
-                try:
-                    msg = receive(10_000)
-                except pulsar.Timeout:
-                    raise BenchError(f"receive timed out after {i} of {n} messages") from None
-                ack(msg)
-                if not i % 10_000 and time.monotonic() > deadline:
-                    raise BenchError(f"consume timed out after {i} of {n} messages")
-            t1 = time.perf_counter()
-            wait_until(
-                lambda: self.pending(topics) == 0,
-                max(5.0, deadline - time.monotonic()),
-                "the acks to reach Redis",
-                interval=0.002,
-            )
-            t2 = time.perf_counter()
+            t1, t2 = receive_and_ack(consumer, n, deadline, lambda: self.pending(topics))
         finally:
             consumer.close()
         return t0, t1, t2
@@ -1098,18 +1015,7 @@ class DeploymentBench:
             for p in producers:
                 p.close()
         gw.check_alive()
-        self.record(
-            Result(
-                self.dep.label,
-                label,
-                self.n,
-                t1 - t0,
-                m["cpu"],
-                m["redis"],
-                self.per_master(topics, self.n),
-                {"stream entries": self.xlen(topics)},
-            )
-        )
+        self.measured(label, self.n, t1 - t0, m, topics, {"stream entries": self.xlen(topics)})
         return topics
 
     def gw_latency(self, gw: Gateway, client: Any, label: str) -> None:
@@ -1135,21 +1041,17 @@ class DeploymentBench:
         self.drop([topic])
         gw.check_alive()
         times.sort()
-        self.record(
-            Result(
-                self.dep.label,
-                label,
-                n,
-                t1 - t0,
-                m["cpu"],
-                m["redis"],
-                self.per_master([topic], n),
-                {
-                    "p50 ms": round(1000 * times[len(times) // 2], 3),
-                    "p99 ms": round(1000 * times[min(len(times) - 1, len(times) * 99 // 100)], 3),
-                    "max ms": round(1000 * times[-1], 3),
-                },
-            )
+        self.measured(
+            label,
+            n,
+            t1 - t0,
+            m,
+            [topic],
+            {
+                "p50 ms": round(1000 * times[len(times) // 2], 3),
+                "p99 ms": round(1000 * times[min(len(times) - 1, len(times) * 99 // 100)], 3),
+                "max ms": round(1000 * times[-1], 3),
+            },
         )
 
     def gw_consume(self, gw: Gateway, client: Any, label: str, topics: list[str]) -> None:
@@ -1158,20 +1060,16 @@ class DeploymentBench:
         with meter.measure(m):
             t0, t1, t2 = self._consume(client, topics, self.n)
         gw.check_alive()
-        self.record(
-            Result(
-                self.dep.label,
-                label,
-                self.n,
-                t2 - t0,
-                m["cpu"],
-                m["redis"],
-                self.per_master(topics, self.n),
-                {
-                    "receive-loop msg/s": round(self.n / (t1 - t0)),
-                    "ack tail ms": round(1000 * (t2 - t1), 1),
-                },
-            )
+        self.measured(
+            label,
+            self.n,
+            t2 - t0,
+            m,
+            topics,
+            {
+                "receive-loop msg/s": round(self.n / (t1 - t0)),
+                "ack tail ms": round(1000 * (t2 - t1), 1),
+            },
         )
 
     def run(self, acks_extra: list[str] | None) -> None:
@@ -1633,23 +1531,7 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-
-    def on_term(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        data = run(args)
-    except BenchError as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench interrupted", file=sys.stderr)
-        return 130
-    if args.json:
-        Path(args.json).write_text(json.dumps(data, indent=2, default=str))
-    return 0
+    return run_cli(parse_args(argv), run)
 
 
 if __name__ == "__main__":

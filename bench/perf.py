@@ -152,7 +152,6 @@ class Stats:
     received: int = 0
     publish_latency_us: array[int] = field(default_factory=lambda: array("q"))
     e2e_latency_us: array[int] = field(default_factory=lambda: array("q"))
-    send_errors: int = 0
     cpu_seconds: float = 0.0
     #: when the last message inside the window was received (a drained backlog ends early)
     last_received_ns: int = 0
@@ -692,7 +691,6 @@ def _unpack(d: dict[str, Any]) -> Stats:
         d["received"],
         publish,
         e2e,
-        d["send_errors"],
         d["cpu_seconds"],
         d["last_received_ns"],
     )

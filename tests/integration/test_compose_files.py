@@ -25,6 +25,17 @@ def tool(name: str) -> str:
     return found
 
 
+def compose_config(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool("docker"), "compose", "config", *args],
+        cwd=COMPOSE,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 @pytest.mark.parametrize(
     "profile",
     [
@@ -34,15 +45,7 @@ def tool(name: str) -> str:
     ids=["single", "cluster"],
 )
 def test_the_compose_file_is_valid(profile: dict[str, str]) -> None:
-    env = {**os.environ, **profile}
-    done = subprocess.run(
-        [tool("docker"), "compose", "config", "--services"],
-        cwd=COMPOSE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = compose_config(profile, "--services")
     assert done.returncode == 0, done.stderr
     services = set(done.stdout.split())
     fleet = {"gateway", "haproxy", "prometheus", "spark-pipeline"}
@@ -51,14 +54,7 @@ def test_the_compose_file_is_valid(profile: dict[str, str]) -> None:
     else:
         nodes = {f"redis-{i}" for i in range(1, 7)}
         assert services == fleet | nodes | {"redis-cluster-init"}
-    quiet = subprocess.run(
-        [tool("docker"), "compose", "config", "-q"],
-        cwd=COMPOSE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    quiet = compose_config(profile, "-q")
     assert quiet.returncode == 0, quiet.stderr
 
 

@@ -9,36 +9,19 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, redis_server_binary
 
 
-@pytest.mark.timeout(180)
-def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
+def perf(tmp_path: Path, *argv: str) -> tuple[str, dict[str, Any]]:
+    """Run bench/perf.py with ``argv``; its printed report and its JSON result."""
     redis_server_binary()  # the tool starts its own; CI must have one
     out = tmp_path / "perf.json"
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "perf.py"),
-            "e2e",
-            "--start",
-            "--rate",
-            "500",
-            "--batch",
-            "1",
-            "--topics",
-            "2",
-            "--duration",
-            "2",
-            "--warmup",
-            "1",
-            "--compare-raw",
-            "--json",
-            str(out),
-        ],
+        [sys.executable, str(ROOT / "bench" / "perf.py"), *argv, "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -46,8 +29,14 @@ def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
-    assert "| msg/s |" in proc.stdout
+    return proc.stdout, json.loads(out.read_text())
+
+
+@pytest.mark.timeout(180)
+def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
+    argv = ["e2e", "--start", "--rate", "500", "--batch", "1", "--topics", "2"]
+    stdout, result = perf(tmp_path, *argv, "--duration", "2", "--warmup", "1", "--compare-raw")
+    assert "| msg/s |" in stdout
     # 500 msg/s over 2 topics for 2 s: about 1,000 each way, all received
     assert 800 <= result["published"] <= 1100
     assert abs(result["received"] - result["published"]) <= 50
@@ -61,27 +50,15 @@ def test_e2e_run_reports_consistent_figures(tmp_path: Path) -> None:
     assert abs(raw["received"] - raw["published"]) <= 50
     assert 0 < raw["e2e_latency_ms"]["p50"] <= raw["e2e_latency_ms"]["max"] < 1000
     assert raw["gateway_us_per_msg"] is None
-    assert "| e2e latency p99, ms |" in proc.stdout
+    assert "| e2e latency p99, ms |" in stdout
 
 
 @pytest.mark.timeout(180)
 def test_connections_spread_over_several_started_gateways(tmp_path: Path) -> None:
-    redis_server_binary()
-    out = tmp_path / "perf.json"
     argv = ["produce", "--start", "--gateways", "2", "--connections", "2", "--topics", "2"]
-    argv += ["--rate", "400", "--duration", "2", "--warmup", "1", "--json", str(out)]
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "perf.py"), *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=150,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
+    stdout, result = perf(tmp_path, *argv, "--rate", "400", "--duration", "2", "--warmup", "1")
     assert result["config"]["gateways"] == 2
-    assert "2 gateway(s)" in proc.stdout
+    assert "2 gateway(s)" in stdout
     # 400 msg/s over 2 s, through connections to either gateway, all receipted
     assert 650 <= result["published"] <= 900
     assert result["gateway_us_per_msg"] > 0
