@@ -275,3 +275,36 @@ def test_a_lagging_replica_loses_receipted_writes_only_without_replica_acks(
         for gw in gateways:
             gw.stop()
         cluster.stop()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("replica_acks", [0], ids=["no-replica-acks"])
+def test_a_producing_gateway_follows_a_failover(
+    cluster: RedisCluster, client_factory: Any, replica_acks: int
+) -> None:
+    """A gateway that only produces on the killed master's topic has nothing else that
+    would notice the failover (no subscription, and a dead node sends no ``MOVED``): its
+    lost connection alone must make it read the slot map until the replica is promoted."""
+    gateway = GatewayThread(make_config(cluster.url)).start()
+    try:
+        victim_port, (topic, *_) = next(iter(topics_by_master(cluster).items()))
+        victim = next(node for node in cluster.nodes if node.port == victim_port)
+        client = client_factory(gateway.url, operation_timeout_seconds=5)
+        stream = Stream(topic, victim=True)
+        stream.producer = client.create_producer(
+            topic, batching_enabled=False, send_timeout_millis=30_000
+        )
+        stop = threading.Event()
+        producing = threading.Thread(target=produce, args=(stream, stop), daemon=True)
+        producing.start()
+        time.sleep(1.0)
+        victim.kill()
+        wait_for_promotion(cluster)
+        promoted_at = time.monotonic()
+        # the producer is closed by its failed append, reconnects, and sends again
+        wait_for(lambda: any(at > promoted_at for at in stream.receipted.values()), timeout=30)
+        stop.set()
+        producing.join(10)
+        wait_for(lambda: len(stream.receipted) + stream.failed == stream.sent, timeout=60)
+    finally:
+        gateway.stop()

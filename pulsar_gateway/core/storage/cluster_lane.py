@@ -16,17 +16,22 @@ answered ``TRYAGAIN`` (a multi-key script while its slot migrates, its keys spli
 the two masters) or ``CLUSTERDOWN`` (a failover in progress): the slot's commands are held,
 in the order they were submitted, and sent again every 50 ms for up to 10 s. A command whose
 fate is unknown (the connection to a master was lost mid-pipeline) is failed, never re-sent,
-exactly as on one node; the lost connection also refreshes the slot map, so new commands go
-to the replica the cluster promotes.
+exactly as on one node. A master's lane that loses its connection, or cannot open one, has
+the slot map read again every half second until the map no longer names that master (its
+replica was promoted) or it answers again (restarted): the gateway may have nothing else
+that would notice the failover (no ``MOVED`` comes from a dead node), and new commands must
+go to the replica the cluster promotes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from redis.asyncio import ConnectionPool, Redis
@@ -89,6 +94,9 @@ class ClusterLane(Lane):
         #: the masters serving slots now, in slot order (a lost one leaves the list)
         self._masters: list[tuple[str, int]] = []
         self._refreshing: asyncio.Task[None] | None = None
+        #: masters whose lane lost its connection, watched until the map moves on
+        self._unreachable: set[tuple[str, int]] = set()
+        self._watching: asyncio.Task[None] | None = None
         #: slots whose commands are held (TRYAGAIN, CLUSTERDOWN)
         self._held: dict[int, _Hold] = {}
         #: redirections followed, and the loop time a hold gives up, per command (future)
@@ -146,7 +154,36 @@ class ClusterLane(Lane):
             on_error=self.on_error,
         )
         lane.on_refused = self._refused
+        lane.on_lost = partial(self._master_lost, address)
         return lane
+
+    def _master_lost(self, address: tuple[str, int]) -> None:
+        """``address``'s lane lost its connection: read the slot map until the cluster has
+        moved its slots to another master, or the node answers again."""
+        if self._closed:
+            return
+        self._unreachable.add(address)
+        if self._watching is None:
+            self._watching = asyncio.get_running_loop().create_task(self._watch_unreachable())
+
+    async def _watch_unreachable(self) -> None:
+        try:
+            while self._unreachable and not self._closed:
+                await asyncio.sleep(REFRESH_INTERVAL)
+                try:
+                    await self.refresh()
+                except StorageError as exc:
+                    log.warning("cannot refresh the Redis Cluster slot map: %s", exc)
+                    continue
+                for address in list(self._unreachable):
+                    if address not in self._masters:
+                        self._unreachable.discard(address)  # failed over
+                        continue
+                    with contextlib.suppress(StorageError):
+                        await self._nodes[address].ping()
+                        self._unreachable.discard(address)  # back (restarted)
+        finally:
+            self._watching = None
 
     def _refresh_soon(self) -> None:
         if self._refreshing is not None or self._closed:
@@ -340,8 +377,9 @@ class ClusterLane(Lane):
 
     async def close(self) -> None:
         self._closed = True
-        if self._refreshing is not None:
-            self._refreshing.cancel()
+        for task in (self._refreshing, self._watching):
+            if task is not None:
+                task.cancel()
         for hold in self._held.values():
             for _, fut, _, _ in hold.refused + hold.waiting:
                 if fut is not None and not fut.done():

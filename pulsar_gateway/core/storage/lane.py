@@ -223,6 +223,9 @@ class Lane:
         #: given an error reply before it fails its command: True when it took the command
         #: over (a Redis Cluster's redirections, :mod:`.cluster_lane`)
         self.on_refused: Callable[[QueuedCommand, Exception], bool] | None = None
+        #: told when the connection is lost or cannot be opened (a Redis Cluster reads its
+        #: slot map again: the master may have failed over, :mod:`.cluster_lane`)
+        self.on_lost: Callable[[], None] | None = None
 
     # -- submitting -------------------------------------------------------------------
 
@@ -338,6 +341,7 @@ class Lane:
             await conn.connect()  # type: ignore[no-untyped-call]
         except (RedisError, OSError) as exc:
             self._fail(self._take_queue(), StorageError(f"Redis is unavailable: {exc!r}"))
+            self._lost()
         else:
             self._conn = conn
         finally:
@@ -441,6 +445,12 @@ class Lane:
         self._in_flight.clear()
         self._fail(pending, error)
         asyncio.get_running_loop().create_task(self._release(conn))
+        if isinstance(error, StorageError):
+            self._lost()
+
+    def _lost(self) -> None:
+        if self.on_lost is not None and not self._closed:
+            self.on_lost()
 
     async def _release(self, conn: LaneConnection) -> None:
         await conn.disconnect(nowait=True)
