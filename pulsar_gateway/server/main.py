@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -30,6 +31,10 @@ async def serve(config: GatewayConfig) -> None:
     gateway = Gateway(config)
     try:
         await gateway.start()
+        # What start-up made (modules, classes, the wiring) lives as long as the process:
+        # out of the collector's reach, a full collection scans only what serving creates
+        # (a /metrics scrape of 1,000 topics: 110 -> 80 ms of CPU, docs/benchmarks.md).
+        gc.freeze()
         log.info(
             "ready: pulsar://%s:%d, http://%s:%d",
             config.advertised_host,

@@ -191,7 +191,6 @@ def build(
     topic_metrics = fleet.TopicMetrics(
         membership, topic_stats, partitioned.all_topics, config.cluster_name
     )
-    metrics.registry.register(topic_metrics)
 
     # admin
     maintenance = admin.TopicMaintenance(

@@ -9,7 +9,6 @@ like the rest of the admin API.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -52,10 +51,8 @@ async def internal_configuration(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    await services.topic_metrics.refresh()
-    # Rendering thousands of series takes a while (prometheus_client's text encoder): in a
-    # thread, the event loop keeps serving the other clients between GIL switches.
-    body = await asyncio.to_thread(services.metrics.render)
+    topics = await services.topic_metrics.refresh()
+    body = services.metrics.render() + topics
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

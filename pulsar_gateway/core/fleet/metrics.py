@@ -3,7 +3,8 @@
 Gateway-level counters (connections, commands, HTTP requests, errors, this gateway's
 messages) are prefixed ``pulsar_gateway_``; Pulsar's own topic-level names
 (``pulsar_rate_in``, ``pulsar_msg_backlog``, ``pulsar_subscription_back_log``, ...) are the
-fleet's figures, exported by :mod:`pulsar_gateway.core.fleet.topic_metrics` into the same registry.
+fleet's figures, written by :mod:`pulsar_gateway.core.fleet.topic_metrics` after these in the
+same scrape.
 One registry per gateway (built by the composition root), so several gateways can live in one
 process (tests, the bench) without clashing.
 

@@ -9,32 +9,31 @@ Here every gateway could report every topic, so each topic is exported by the on
 counts each topic once, and the figures (backlog, delayed, unacked, and the rates summed over every
 gateway's report) are the fleet's, not one gateway's.
 
-Reading Redis is asynchronous and a Prometheus collector is not: the HTTP handler awaits
-:meth:`TopicMetrics.refresh` before rendering, and :meth:`TopicMetrics.collect` yields
-what it read.
+There are thousands of these series on a busy gateway (21 per topic with one subscription),
+so they are written as Prometheus text directly (format 0.0.4, byte for byte what
+``prometheus_client`` writes for the same families, tested), not built as metric families
+and encoded by the library: that cost about 0.2 ms of gateway CPU per topic per scrape.
+:meth:`TopicMetrics.refresh` reads Redis and writes the text before each scrape; the HTTP
+handler appends it to the gateway's own metrics.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from pulsar_gateway.core.errors import GatewayError
 from pulsar_gateway.core.fleet.membership import Fleet
 from pulsar_gateway.core.fleet.topic_stats import TopicStats
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 
-__all__ = ["TopicMetrics"]
+__all__ = ["TopicMetrics", "exposition"]
 
 log = logging.getLogger(__name__)
-
-_TOPIC_LABELS = ["cluster", "namespace", "topic"]
-_SUB_LABELS = [*_TOPIC_LABELS, "subscription"]
 
 #: (metric, help, TopicStats field or a function of the stats), gauges per topic
 _TOPIC_GAUGES: tuple[tuple[str, str, Any], ...] = (
@@ -90,33 +89,64 @@ def _value(stats: dict[str, Any], source: Any) -> float:
     return float(source(stats) if callable(source) else stats.get(source, 0))
 
 
-def families(cluster: str, topics: dict[str, dict[str, Any]]) -> list[Metric]:
-    """The metric families of ``topics`` (full name -> TopicStats JSON)."""
-    out: list[Metric] = []
-    labelled = []
+def _number(value: float) -> str:
+    # prometheus_client's floatToGoString, with the common cases first
+    if value == 0.0:
+        return "0.0"
+    text = repr(value)
+    if text.find(".") > 6 or not math.isfinite(value):
+        return floatToGoString(value)
+    return text
+
+
+def _label(value: str) -> str:
+    # the text format's label-value escapes
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _family(out: list[str], name: str, help_text: str, kind: str) -> None:
+    escaped = help_text.replace("\\", "\\\\").replace("\n", "\\n")
+    out.append(f"# HELP {name} {escaped}\n# TYPE {name} {kind}\n")
+
+
+def exposition(cluster: str, topics: dict[str, dict[str, Any]]) -> str:
+    """The Prometheus text of ``topics`` (full name -> TopicStats JSON): per metric, one
+    sample per topic (or subscription), topics in name order, labels in name order."""
+    rows = []
     for name, stats in sorted(topics.items()):
-        labelled.append(([cluster, parse_topic_name(name).namespace, name], stats))
+        namespace = parse_topic_name(name).namespace
+        labels = f'cluster="{_label(cluster)}",namespace="{_label(namespace)}"'
+        rows.append((labels, f'topic="{_label(name)}"', stats))
+    out: list[str] = []
     for metric, help_text, source in _TOPIC_GAUGES:
-        gauge = GaugeMetricFamily(metric, help_text, labels=_TOPIC_LABELS)
-        for labels, stats in labelled:
-            gauge.add_metric(labels, _value(stats, source))
-        out.append(gauge)
+        _family(out, metric, help_text, "gauge")
+        out.extend(
+            f"{metric}{{{labels},{topic}}} {_number(_value(stats, source))}\n"
+            for labels, topic, stats in rows
+        )
     for metric, help_text, source in _TOPIC_COUNTERS:
-        counter = CounterMetricFamily(metric, help_text, labels=_TOPIC_LABELS)
-        for labels, stats in labelled:
-            counter.add_metric(labels, _value(stats, source))
-        out.append(counter)
+        total = f"{metric}_total"
+        _family(out, total, help_text, "counter")
+        out.extend(
+            f"{total}{{{labels},{topic}}} {_number(_value(stats, source))}\n"
+            for labels, topic, stats in rows
+        )
+    subscriptions = [
+        (f'{labels},subscription="{_label(sub_name)}",{topic}', sub)
+        for labels, topic, stats in rows
+        for sub_name, sub in sorted(stats["subscriptions"].items())
+    ]
     for metric, help_text, source in _SUB_GAUGES:
-        gauge = GaugeMetricFamily(metric, help_text, labels=_SUB_LABELS)
-        for labels, stats in labelled:
-            for sub_name, sub in sorted(stats["subscriptions"].items()):
-                gauge.add_metric([*labels, sub_name], _value(sub, source))
-        out.append(gauge)
-    return out
+        _family(out, metric, help_text, "gauge")
+        out.extend(
+            f"{metric}{{{labels}}} {_number(_value(sub, source))}\n"
+            for labels, sub in subscriptions
+        )
+    return "".join(out)
 
 
-class TopicMetrics(Collector):
-    """The topic-level part of ``/metrics``, refreshed from Redis before each scrape.
+class TopicMetrics:
+    """The topic-level part of ``/metrics``, read from Redis before each scrape.
 
     Args:
         fleet: which topics this gateway exports.
@@ -136,27 +166,18 @@ class TopicMetrics(Collector):
         self._stats = stats
         self._all_topics = all_topics
         self._cluster = cluster
-        self._families: list[Metric] = []
+        #: the text of the last refresh (kept when Redis cannot be read)
+        self.text = b""
 
-    def describe(self) -> Iterator[Metric]:
-        # Nothing to describe at registration: the families depend on the topics.
-        return iter(())
-
-    async def refresh(self) -> None:
-        """Read the stats of every topic this gateway exports."""
+    async def refresh(self) -> bytes:
+        """Read the stats of every topic this gateway exports; their Prometheus text."""
         try:
             await self._fleet.heartbeat()
             names = [t for t in await self._all_topics() if self._fleet.owns(t)]
-            read = await asyncio.gather(*(self._stats.read(t) for t in names))
+            read = await self._stats.read_many(names)
         except GatewayError as exc:
             log.warning("topic metrics not refreshed: %s", exc)
-            return
-        stats = {
-            name: self._stats.of(data)
-            for name, data in zip(names, read, strict=True)
-            if data is not None
-        }
-        self._families = families(self._cluster, stats)
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self._families
+            return self.text
+        stats = {name: self._stats.of(data) for name, data in read.items()}
+        self.text = exposition(self._cluster, stats).encode()
+        return self.text

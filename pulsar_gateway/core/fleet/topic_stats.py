@@ -24,7 +24,7 @@ from pulsar_gateway.core.fleet.rates import REPORT_INTERVAL, fresh_reports
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import stats
+from pulsar_gateway.core.storage.scripts import stats, texts
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
 from pulsar_gateway.core.topics.topic import Topics
 
@@ -161,19 +161,34 @@ class TopicStats:
     async def read(self, topic: str) -> dict[str, Any] | None:
         """``topic_stats.lua``'s answer for one non-partitioned topic or partition, None
         when the topic has no data, no subscription and is not listed."""
-        handle = self._topics.get(topic)
-        names = await handle.subscriptions()
-        data = await stats.topic_stats(self._lane, handle.keys, subscriptions=names)
-        data["persistent"] = handle.name.persistent
-        # Rate reports alone do not make a topic exist: a gateway may still report a topic
-        # just deleted (its meters saw traffic in the last interval).
-        if (
-            not int(data["added"])
-            and not _list(data.get("subs"))
-            and not await self._partitioned.exists(handle.name)
-        ):
-            return None
-        return data
+        return (await self.read_many([topic])).get(topic)
+
+    async def read_many(self, topics: list[str]) -> dict[str, dict[str, Any]]:
+        """:meth:`read` of each of ``topics`` (those that exist): every topic's commands
+        are queued before any is awaited, two rounds in all (subscription names, then the
+        scripts), so a scrape of thousands of topics shares a few pipelines and creates
+        no task per topic."""
+        handles = [self._topics.get(topic) for topic in topics]
+        names = await asyncio.gather(*(handle.subscriptions_reply() for handle in handles))
+        read = await asyncio.gather(
+            *(
+                stats.topic_stats(self._lane, handle.keys, subscriptions=texts(subscriptions))
+                for handle, subscriptions in zip(handles, names, strict=True)
+            )
+        )
+        out = {}
+        for handle, data in zip(handles, read, strict=True):
+            data["persistent"] = handle.name.persistent
+            # Rate reports alone do not make a topic exist: a gateway may still report a
+            # topic just deleted (its meters saw traffic in the last interval).
+            if (
+                not int(data["added"])
+                and not _list(data.get("subs"))
+                and not await self._partitioned.exists(handle.name)
+            ):
+                continue
+            out[handle.full_name] = data
+        return out
 
     def of(self, data: dict[str, Any]) -> dict[str, Any]:
         """:func:`compose` of ``data`` (read by :meth:`read`) with its fresh reports."""
@@ -195,11 +210,7 @@ class TopicStats:
         backlogs; publishers and consumers listed), with ``metadata.partitions`` and, when
         ``per_partition``, each partition's own stats under ``partitions``."""
         names = [f"{topic}{PARTITION_SUFFIX}{i}" for i in range(partitions)]
-        # every partition's reads share the lane's pipelines
-        read = await asyncio.gather(*(self.read(name) for name in names))
-        parts = {
-            name: self.of(data) for name, data in zip(names, read, strict=True) if data is not None
-        }
+        parts = {name: self.of(data) for name, data in (await self.read_many(names)).items()}
         total: dict[str, Any] = {"publishers": [], "subscriptions": {}}
         for part in parts.values():
             _add(total, part)

@@ -47,7 +47,12 @@ class Topic:
 
     async def subscriptions(self) -> list[str]:
         """The names of the partition's subscriptions (its ``subs`` hash), in no order."""
-        return texts(await self._lane.call("HKEYS", self.keys.subscriptions))
+        return texts(await self.subscriptions_reply())
+
+    def subscriptions_reply(self) -> asyncio.Future[list[bytes]]:
+        """The ``HKEYS`` reply behind :meth:`subscriptions`, queued now: a caller reading
+        many topics awaits all their futures at once (one pipeline, no task per topic)."""
+        return self._lane.call("HKEYS", self.keys.subscriptions)
 
     def notify(self) -> None:
         """Wake every gateway's dispatchers of this topic after the current pipeline."""
