@@ -95,7 +95,7 @@ def _number(value: float) -> str:
         return "0.0"
     text = repr(value)
     if text.find(".") > 6 or not math.isfinite(value):
-        return floatToGoString(value)
+        return str(floatToGoString(value))  # type: ignore[no-untyped-call]
     return text
 
 
