@@ -35,6 +35,7 @@ __all__ = [
     "OutgoingMessage",
     "ReceivedMessage",
     "decode_message_id",
+    "decode_message_id_data",
     "deserialize_message_id",
     "encode_entry",
     "encode_message_id",
@@ -251,15 +252,20 @@ def deserialize_message_id(raw: bytes) -> MessageId:
     Raises:
         ValueError: not a ``MessageIdData``.
     """
+    return _read_message_id(raw)[0]
+
+
+def _read_message_id(raw: bytes) -> tuple[MessageId, int]:
     try:
         data = pb.MessageIdData.FromString(raw)
         if not data.IsInitialized():  # proto2 parsing does not check required fields
             raise ValueError("ledgerId and entryId are required")
     except (DecodeError, ValueError) as exc:
         raise ValueError(f"not a serialized message id: {exc}") from None
-    return MessageId(
+    message_id = MessageId(
         signed64(data.ledgerId), signed64(data.entryId), data.partition, data.batch_index
     )
+    return message_id, data.batch_size
 
 
 def decode_message_id(text: str) -> MessageId:
@@ -269,8 +275,17 @@ def decode_message_id(text: str) -> MessageId:
     Raises:
         ValueError: not base64, or not a ``MessageIdData``.
     """
+    return decode_message_id_data(text)[0]
+
+
+def decode_message_id_data(text: str) -> tuple[MessageId, int]:
+    """:func:`decode_message_id`, and the ``batch_size`` the id carries (0 when absent).
+
+    Raises:
+        ValueError: not base64, or not a ``MessageIdData``.
+    """
     try:
         raw = base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
-        return deserialize_message_id(raw)
+        return _read_message_id(raw)
     except (binascii.Error, ValueError) as exc:
         raise ValueError(f"Invalid message id {text[:100]!r}: {exc}") from None

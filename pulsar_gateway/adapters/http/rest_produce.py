@@ -184,21 +184,27 @@ def _messages(body: dict[str, Any], schema_type: str) -> list[_Request]:
     return out
 
 
-async def _publish(
+def _publish(
     services: Services, producer: ProducerHandle, request: _Request, version: bytes | None
-) -> bytes | None:
-    """Store one message; its stream id, None for a duplicate (deduplication)."""
+) -> asyncio.Future[bytes | int | None]:
+    """Queue one message's append: its future resolves with the stream id (None or 0 for
+    a duplicate or a fenced producer: nothing stored), or fails with why it was refused.
+    A future per message, no task: a request's appends share the lane's pipelines."""
     now = int(time.time() * 1000)
     message, sequence_id = request.message, request.sequence_id
     if request.deliver_after_ms and message.deliver_at is None:
         message.deliver_at = now + request.deliver_after_ms
-    blob = encode_entry(message, producer.name, sequence_id, now, schema_version=version)
-    if len(blob) > services.limits.max_message_size:
-        raise ValueError(f"Message size {len(blob)} exceeds maxMessageSize")
-    result = await producer.publish_message(
-        blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
-    )
-    return result if isinstance(result, bytes) else None
+    try:
+        blob = encode_entry(message, producer.name, sequence_id, now, schema_version=version)
+        if len(blob) > services.limits.max_message_size:
+            raise ValueError(f"Message size {len(blob)} exceeds maxMessageSize")
+        return producer.publish_message(
+            blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
+        )
+    except (GatewayError, ValueError) as exc:
+        refused: asyncio.Future[bytes | int | None] = asyncio.get_running_loop().create_future()
+        refused.set_exception(exc)
+        return refused
 
 
 async def produce(services: Services, request: web.Request) -> dict[str, Any]:
@@ -237,11 +243,11 @@ async def produce(services: Services, request: web.Request) -> dict[str, Any]:
     for target in targets:
         producers[str(target)] = await services.producers.publisher(target, producer_name)
     results: list[dict[str, Any]] = []
-    calls = []
-    for i, item in enumerate(messages):
-        target = targets[i % len(targets)]
-        calls.append(_publish(services, producers[str(target)], item, version))
-    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    appends = [
+        _publish(services, producers[str(targets[i % len(targets)])], item, version)
+        for i, item in enumerate(messages)
+    ]
+    outcomes = await asyncio.gather(*appends, return_exceptions=True)
     for i, outcome in enumerate(outcomes):
         target = targets[i % len(targets)]
         index = target.partition_index
@@ -249,7 +255,7 @@ async def produce(services: Services, request: web.Request) -> dict[str, Any]:
             if not isinstance(outcome, GatewayError | ValueError):
                 raise outcome
             results.append({"messageId": "", "errorCode": 2, "errorMsg": str(outcome)})
-        elif outcome is None:  # a duplicate: stored before, nothing stored now
+        elif not isinstance(outcome, bytes):  # a duplicate: stored before, nothing now
             results.append({"messageId": f"-1:-1:{index}", "errorCode": 0})
         else:
             mid = MessageId.from_stream_id(outcome, index)

@@ -32,9 +32,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulsar_gateway.adapters.messages import ReceivedMessage, decode_message_id
+from pulsar_gateway.adapters.messages import ReceivedMessage, decode_message_id_data
 from pulsar_gateway.core import MessageId, format_time
-from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = [
     "FAILED_TO_DESERIALIZE",
@@ -288,13 +287,9 @@ def _ack_target(text: Any) -> AckTarget:
     if not isinstance(text, str) or not text:
         raise FrameError(FAILED_TO_DESERIALIZE, "Missing required messageId field")
     try:
-        message_id = decode_message_id(text)
+        message_id, batch_size = decode_message_id_data(text)
     except ValueError as exc:
         raise FrameError(FAILED_TO_DESERIALIZE, str(exc)) from None
-    # decode_message_id validated the base64 and the MessageIdData; the batch size is
-    # read here because only a batch-index ack needs it.
-    raw = base64.b64decode(text.replace("-", "+").replace("_", "/"))
-    batch_size = pb.MessageIdData.FromString(raw).batch_size
     return AckTarget(text, message_id, batch_size)
 
 
