@@ -45,7 +45,15 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
+
+try:  # the parser redis-py uses when hiredis is installed, and its "no whole reply" mark
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+    from redis._parsers.hiredis import _AsyncHiredisParser as _HiredisParser
+except ImportError:  # pragma: no cover - another redis-py layout: the public path
+    _HiredisParser = None  # type: ignore[assignment,misc]
+    _NOT_ENOUGH_DATA = object()
 
 from pulsar_gateway.core.errors import ServiceNotReady, StorageError
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
@@ -158,6 +166,41 @@ def _lane_connection(pool: ConnectionPool) -> LaneConnection:
     if cls is None:
         cls = _lane_classes[base] = type(f"Lane{base.__name__}", (_SynchronousWrite, base), {})
     return cls(**pool.connection_kwargs)
+
+
+async def _read_replies_of(conn: LaneConnection, count: int) -> list[Any]:
+    """The next ``count`` replies on ``conn``, raw; an error reply is its ResponseError.
+
+    With hiredis (always installed with the gateway) the replies are taken from its reader
+    directly, reading the socket only when it has no whole reply left: redis-py's
+    ``read_response`` goes through three coroutines and its timeout and push checks per
+    reply, a fifth of the gateway's CPU for a one-message append. The lane's connection
+    speaks RESP2 and subscribes to nothing, so no push message can come."""
+    parser = conn._parser
+    if _HiredisParser is None or not isinstance(parser, _HiredisParser):
+        return [await _read_one(conn) for _ in range(count)]
+    reader = parser._reader
+    if reader is None:
+        raise RedisConnectionError("the connection is not open")
+    gets = reader.gets
+    replies: list[Any] = []
+    append = replies.append
+    while len(replies) < count:
+        reply = gets(False)
+        if reply is _NOT_ENOUGH_DATA:
+            await parser.read_from_socket()  # raises ConnectionError at EOF
+        elif isinstance(reply, RedisConnectionError):
+            raise reply
+        else:
+            append(reply)
+    return replies
+
+
+async def _read_one(conn: LaneConnection) -> Any:
+    try:
+        return await conn.read_response(disable_decoding=True, timeout=math.inf)
+    except ResponseError as exc:
+        return exc
 
 
 def _resolve(fut: asyncio.Future[Any], decode: Callable[[Any], Any], reply: Any) -> None:
@@ -361,7 +404,7 @@ class Lane:
             while self._in_flight:
                 batch = self._in_flight[0]
                 async with asyncio.timeout(PIPELINE_TIMEOUT):
-                    replies = [await self._read_one(conn) for _ in batch]
+                    replies = await _read_replies_of(conn, len(batch))
                 self._in_flight.popleft()
                 self.pipelines_answered += 1
                 if self._queue or self._notify or self._retry:
@@ -419,13 +462,6 @@ class Lane:
                 "survive a failover"
             )
         return None
-
-    @staticmethod
-    async def _read_one(conn: LaneConnection) -> Any:
-        try:
-            return await conn.read_response(disable_decoding=True, timeout=math.inf)
-        except ResponseError as exc:
-            return exc
 
     async def _resend_after_script_load(self, refused: list[QueuedCommand]) -> None:
         """Redis lost the scripts (restart, SCRIPT FLUSH): load them on another connection
