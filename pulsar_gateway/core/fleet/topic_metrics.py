@@ -22,71 +22,61 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from prometheus_client.utils import floatToGoString
 
 from pulsar_gateway.core.errors import GatewayError
 from pulsar_gateway.core.fleet.membership import Fleet
-from pulsar_gateway.core.fleet.topic_stats import TopicStats
+from pulsar_gateway.core.fleet.topic_stats import (
+    SUBSCRIPTION_FIGURES,
+    TOPIC_FIGURES,
+    Figures,
+    TopicStats,
+)
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 
 __all__ = ["TopicMetrics", "exposition"]
 
 log = logging.getLogger(__name__)
 
-#: (metric, help, TopicStats field or a function of the stats), gauges per topic
-_TOPIC_GAUGES: tuple[tuple[str, str, Any], ...] = (
-    ("pulsar_subscriptions_count", "Subscriptions of the topic", lambda s: len(s["subscriptions"])),
-    ("pulsar_producers_count", "Connected producers", lambda s: len(s["publishers"])),
-    (
-        "pulsar_consumers_count",
-        "Connected consumers",
-        lambda s: sum(len(sub["consumers"]) for sub in s["subscriptions"].values()),
-    ),
-    ("pulsar_rate_in", "Messages published per second", "msgRateIn"),
-    ("pulsar_rate_out", "Messages dispatched per second", "msgRateOut"),
-    ("pulsar_throughput_in", "Bytes published per second", "msgThroughputIn"),
-    ("pulsar_throughput_out", "Bytes dispatched per second", "msgThroughputOut"),
-    ("pulsar_storage_size", "Bytes the topic's stream takes in Redis", "storageSize"),
-    ("pulsar_storage_backlog_size", "Estimated bytes of the largest backlog", "backlogSize"),
-    (
-        "pulsar_msg_backlog",
-        "Entries in the backlogs of the topic's subscriptions",
-        lambda s: sum(sub["msgBacklog"] for sub in s["subscriptions"].values()),
-    ),
+#: (metric, help) of each topic figure (:data:`TOPIC_FIGURES`, same order): gauges, then
+#: counters (exported with ``_total``)
+_TOPIC_GAUGES = (
+    ("pulsar_subscriptions_count", "Subscriptions of the topic"),
+    ("pulsar_producers_count", "Connected producers"),
+    ("pulsar_consumers_count", "Connected consumers"),
+    ("pulsar_rate_in", "Messages published per second"),
+    ("pulsar_rate_out", "Messages dispatched per second"),
+    ("pulsar_throughput_in", "Bytes published per second"),
+    ("pulsar_throughput_out", "Bytes dispatched per second"),
+    ("pulsar_storage_size", "Bytes the topic's stream takes in Redis"),
+    ("pulsar_storage_backlog_size", "Estimated bytes of the largest backlog"),
+    ("pulsar_msg_backlog", "Entries in the backlogs of the topic's subscriptions"),
 )
 _TOPIC_COUNTERS = (
-    ("pulsar_in_messages", "Messages published (live gateways, since start)", "msgInCounter"),
-    ("pulsar_in_bytes", "Bytes published (live gateways, since start)", "bytesInCounter"),
-    ("pulsar_out_messages", "Messages dispatched (live gateways, since start)", "msgOutCounter"),
-    ("pulsar_out_bytes", "Bytes dispatched (live gateways, since start)", "bytesOutCounter"),
+    ("pulsar_in_messages", "Messages published (live gateways, since start)"),
+    ("pulsar_in_bytes", "Bytes published (live gateways, since start)"),
+    ("pulsar_out_messages", "Messages dispatched (live gateways, since start)"),
+    ("pulsar_out_bytes", "Bytes dispatched (live gateways, since start)"),
 )
+#: (metric, help) of each subscription figure (:data:`SUBSCRIPTION_FIGURES`, same order)
 _SUB_GAUGES = (
-    ("pulsar_subscription_back_log", "Entries in the subscription's backlog", "msgBacklog"),
+    ("pulsar_subscription_back_log", "Entries in the subscription's backlog"),
     (
         "pulsar_subscription_back_log_no_delayed",
         "Backlog entries not held for delayed delivery",
-        "msgBacklogNoDelayed",
     ),
-    ("pulsar_subscription_delayed", "Messages scheduled for later delivery", "msgDelayed"),
+    ("pulsar_subscription_delayed", "Messages scheduled for later delivery"),
     (
         "pulsar_subscription_unacked_messages",
         "Entries delivered to consumers and not acknowledged",
-        "unackedMessages",
     ),
-    ("pulsar_subscription_msg_rate_out", "Messages dispatched per second", "msgRateOut"),
-    ("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second", "msgThroughputOut"),
-    (
-        "pulsar_subscription_msg_rate_redeliver",
-        "Messages redelivered per second",
-        "msgRateRedeliver",
-    ),
+    ("pulsar_subscription_msg_rate_out", "Messages dispatched per second"),
+    ("pulsar_subscription_msg_throughput_out", "Bytes dispatched per second"),
+    ("pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second"),
 )
-
-
-def _value(stats: dict[str, Any], source: Any) -> float:
-    return float(source(stats) if callable(source) else stats.get(source, 0))
+assert len(_TOPIC_GAUGES) + len(_TOPIC_COUNTERS) == len(TOPIC_FIGURES)
+assert len(_SUB_GAUGES) == len(SUBSCRIPTION_FIGURES)
 
 
 def _number(value: float) -> str:
@@ -109,39 +99,29 @@ def _family(out: list[str], name: str, help_text: str, kind: str) -> None:
     out.append(f"# HELP {name} {escaped}\n# TYPE {name} {kind}\n")
 
 
-def exposition(cluster: str, topics: dict[str, dict[str, Any]]) -> str:
-    """The Prometheus text of ``topics`` (full name -> TopicStats JSON): per metric, one
+def exposition(cluster: str, topics: dict[str, Figures]) -> str:
+    """The Prometheus text of ``topics`` (full name -> :func:`figures`): per metric, one
     sample per topic (or subscription), topics in name order, labels in name order."""
     rows = []
-    for name, stats in sorted(topics.items()):
+    for name, (values, subs) in sorted(topics.items()):
         namespace = parse_topic_name(name).namespace
         labels = f'cluster="{_label(cluster)}",namespace="{_label(namespace)}"'
-        rows.append((labels, f'topic="{_label(name)}"', stats))
+        texts = [_number(value) for value in values]
+        rows.append((labels, f'topic="{_label(name)}"', texts, subs))
     out: list[str] = []
-    for metric, help_text, source in _TOPIC_GAUGES:
-        _family(out, metric, help_text, "gauge")
-        out.extend(
-            f"{metric}{{{labels},{topic}}} {_number(_value(stats, source))}\n"
-            for labels, topic, stats in rows
-        )
-    for metric, help_text, source in _TOPIC_COUNTERS:
-        total = f"{metric}_total"
-        _family(out, total, help_text, "counter")
-        out.extend(
-            f"{total}{{{labels},{topic}}} {_number(_value(stats, source))}\n"
-            for labels, topic, stats in rows
-        )
+    families = [(metric, text, "gauge") for metric, text in _TOPIC_GAUGES]
+    families += [(f"{metric}_total", text, "counter") for metric, text in _TOPIC_COUNTERS]
+    for i, (metric, help_text, kind) in enumerate(families):
+        _family(out, metric, help_text, kind)
+        out.extend(f"{metric}{{{labels},{topic}}} {texts[i]}\n" for labels, topic, texts, _ in rows)
     subscriptions = [
-        (f'{labels},subscription="{_label(sub_name)}",{topic}', sub)
-        for labels, topic, stats in rows
-        for sub_name, sub in sorted(stats["subscriptions"].items())
+        (f'{labels},subscription="{_label(sub_name)}",{topic}', [_number(v) for v in values])
+        for labels, topic, _, subs in rows
+        for sub_name, values in subs
     ]
-    for metric, help_text, source in _SUB_GAUGES:
+    for i, (metric, help_text) in enumerate(_SUB_GAUGES):
         _family(out, metric, help_text, "gauge")
-        out.extend(
-            f"{metric}{{{labels}}} {_number(_value(sub, source))}\n"
-            for labels, sub in subscriptions
-        )
+        out.extend(f"{metric}{{{labels}}} {texts[i]}\n" for labels, texts in subscriptions)
     return "".join(out)
 
 
@@ -178,6 +158,6 @@ class TopicMetrics:
         except GatewayError as exc:
             log.warning("topic metrics not refreshed: %s", exc)
             return self.text
-        stats = {name: self._stats.of(data) for name, data in read.items()}
+        stats = {name: self._stats.figures_of(data) for name, data in read.items()}
         self.text = exposition(self._cluster, stats).encode()
         return self.text

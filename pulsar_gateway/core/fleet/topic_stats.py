@@ -28,7 +28,7 @@ from pulsar_gateway.core.storage.scripts import stats, texts
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
 from pulsar_gateway.core.topics.topic import Topics
 
-__all__ = ["TopicStats", "compose"]
+__all__ = ["SUBSCRIPTION_FIGURES", "TOPIC_FIGURES", "Figures", "TopicStats", "compose", "figures"]
 
 _RATE_FIELDS = ("msgRateOut", "msgThroughputOut", "msgRateRedeliver")
 _COUNTER_FIELDS = ("msgOutCounter", "bytesOutCounter")
@@ -136,6 +136,115 @@ def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, An
     }
 
 
+#: What :func:`figures` gives per topic: the topic's values (the order of
+#: :data:`TOPIC_FIGURES`) and, by subscription name in name order, the subscription's (the
+#: order of :data:`SUBSCRIPTION_FIGURES`).
+Figures = tuple[list[float], list[tuple[str, list[float]]]]
+
+#: The TopicStats figures :func:`figures` computes, in its order: names of ``compose``'s
+#: fields, or ``len:`` / ``sum:`` of its subscriptions' lists and fields.
+TOPIC_FIGURES = (
+    "len:subscriptions",
+    "len:publishers",
+    "sum:consumers",
+    "msgRateIn",
+    "msgRateOut",
+    "msgThroughputIn",
+    "msgThroughputOut",
+    "storageSize",
+    "backlogSize",
+    "sum:msgBacklog",
+    "msgInCounter",
+    "bytesInCounter",
+    "msgOutCounter",
+    "bytesOutCounter",
+)
+SUBSCRIPTION_FIGURES = (
+    "msgBacklog",
+    "msgBacklogNoDelayed",
+    "msgDelayed",
+    "unackedMessages",
+    "msgRateOut",
+    "msgThroughputOut",
+    "msgRateRedeliver",
+)
+
+
+def figures(data: dict[str, Any], reports: list[dict[str, Any]]) -> Figures:
+    """The numbers ``/metrics`` exports of one topic: those of :func:`compose` (the same
+    inputs give the same values, tested), without building its JSON, a tenth of the
+    cost on a scrape of thousands of topics."""
+    length, size = int(data["length"]), int(data["size"])
+    persistent = data.get("persistent", True)
+    rate_in = throughput_in = in_counter = in_bytes = 0.0
+    out = dict.fromkeys((*_RATE_FIELDS, *_COUNTER_FIELDS), 0.0)
+    by_sub: dict[str, dict[str, float]] = {}
+    report_consumers: dict[str, int] = defaultdict(int)
+    reported: set[Any] = set()
+    publishers = 0
+    for report in reports:
+        rate_in += report.get("msgRateIn", 0)
+        throughput_in += report.get("msgThroughputIn", 0)
+        in_counter += report.get("msgInCounter", 0)
+        in_bytes += report.get("bytesInCounter", 0)
+        listed = report.get("publishers") or []
+        publishers += len(listed)
+        reported.update(p.get("producerName") for p in listed)
+        for name, sub in (report.get("subscriptions") or {}).items():
+            totals = by_sub.setdefault(name, dict.fromkeys(out, 0.0))
+            for field in out:
+                value = sub.get(field, 0)
+                totals[field] += value
+                out[field] += value
+            report_consumers[name] += len(sub.get("consumers") or [])
+    publishers += sum(1 for name in _list(data.get("producers")) if name not in reported)
+    subscriptions = []
+    consumers = backlog_total = largest_backlog = 0
+    for s in sorted(_list(data.get("subs")), key=lambda s: s["name"]):
+        name = s["name"]
+        backlog, delayed = int(s["backlog"]), int(s["delayed"])
+        if persistent:
+            held = _list(s["consumers"])
+            count, unacked = len(held), sum(c["unacked"] for c in held)
+        else:  # known from the reports only, holding nothing
+            count, unacked = report_consumers.get(name, 0), 0
+        consumers += count
+        backlog_total += backlog
+        largest_backlog = max(largest_backlog, size * backlog // length if length else 0)
+        rates = by_sub.get(name, {})
+        subscriptions.append(
+            (
+                name,
+                [
+                    float(backlog),
+                    float(backlog - delayed),
+                    float(delayed),
+                    float(unacked),
+                    rates.get("msgRateOut", 0.0),
+                    rates.get("msgThroughputOut", 0.0),
+                    rates.get("msgRateRedeliver", 0.0),
+                ],
+            )
+        )
+    topic = [
+        float(len(subscriptions)),
+        float(publishers),
+        float(consumers),
+        float(rate_in),
+        float(out["msgRateOut"]),
+        float(throughput_in),
+        float(out["msgThroughputOut"]),
+        float(size),
+        float(largest_backlog),
+        float(backlog_total),
+        float(int(in_counter)),
+        float(int(in_bytes)),
+        float(int(out["msgOutCounter"])),
+        float(int(out["bytesOutCounter"])),
+    ]
+    return topic, subscriptions
+
+
 class TopicStats:
     """Reads topic stats as the fleet sees them (admin ``stats``, ``partitioned-stats``
     and ``/metrics``).
@@ -192,7 +301,14 @@ class TopicStats:
 
     def of(self, data: dict[str, Any]) -> dict[str, Any]:
         """:func:`compose` of ``data`` (read by :meth:`read`) with its fresh reports."""
-        return compose(data, fresh_reports(_list(data.get("reports")), self.report_interval))
+        return compose(data, self._reports(data))
+
+    def figures_of(self, data: dict[str, Any]) -> Figures:
+        """:func:`figures` of ``data`` (read by :meth:`read`) with its fresh reports."""
+        return figures(data, self._reports(data))
+
+    def _reports(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        return fresh_reports(_list(data.get("reports")), self.report_interval)
 
     async def topic(self, topic: str) -> dict[str, Any]:
         """The stats of one non-partitioned topic or partition.
