@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from pulsar_gateway.core.errors import ConsumerBusy, StorageError
 from pulsar_gateway.core.model.entry import entry_fields
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.storage import lane as lane_module
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import acks, subscriptions
@@ -92,6 +93,26 @@ async def test_commands_of_one_tick_share_a_pipeline(storage):
     replies = await asyncio.gather(*(storage.call("INCR", "t:counter") for _ in range(500)))
     assert sorted(replies) == list(range(1, 501))
     assert storage.pipelines_sent - before <= 2
+
+
+async def test_replies_are_read_in_order_across_socket_reads(storage, monkeypatch):
+    """A pipeline whose replies span many socket reads (100 KB values) and include error
+    replies: each command gets its own reply, an error as a StorageError, from hiredis's
+    reader directly (redis-py's per-reply path is not taken)."""
+
+    async def not_this_path(conn):
+        raise AssertionError("the per-reply read_response path was taken")
+
+    monkeypatch.setattr(lane_module, "_read_one", not_this_path)
+    big = [bytes([65 + i % 26]) * 100_000 for i in range(40)]
+    await asyncio.gather(*(storage.call("SET", f"{{t}}:big:{i}", v) for i, v in enumerate(big)))
+    calls = []
+    for i in range(40):
+        calls.append(storage.call("GET", f"{{t}}:big:{i}"))
+        calls.append(storage.call("LPUSH", f"{{t}}:big:{i}", "x"))  # WRONGTYPE
+    replies = await asyncio.gather(*calls, return_exceptions=True)
+    assert replies[0::2] == big
+    assert all(isinstance(r, StorageError) and "WRONGTYPE" in str(r) for r in replies[1::2])
 
 
 async def test_cold_script_cache_is_reloaded(storage):

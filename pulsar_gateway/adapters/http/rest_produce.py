@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from pulsar_gateway.adapters.messages import OutgoingMessage, encode_entry
@@ -213,8 +214,8 @@ async def produce(services: Services, request: web.Request) -> dict[str, Any]:
     if partition is not None and PARTITION_SUFFIX in topic.local_name:
         raise _bad("Topic name can't contain '-partition-' suffix.")
     try:
-        body = json.loads(await request.text())
-    except ValueError as exc:
+        body = orjson.loads(await request.read())
+    except ValueError as exc:  # orjson.JSONDecodeError, also for invalid UTF-8
         raise _bad(f"Invalid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise _bad("The body must be a ProducerMessages JSON object")

@@ -32,6 +32,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from pulsar_gateway.adapters.messages import ReceivedMessage, decode_message_id_data
 from pulsar_gateway.core import MessageId, format_time
 
@@ -74,7 +76,8 @@ class FrameError(ValueError):
 
 
 def _dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    # orjson: compact, UTF-8 as is, a tenth of json.dumps's cost per pushed message
+    return orjson.dumps(obj).decode()
 
 
 # -- times ---------------------------------------------------------------------------------------
@@ -142,8 +145,8 @@ def parse_producer_message(text: str | bytes, now_ms: int) -> ProducerRequest:
             missing or non-base64 payload or an unreadable ``eventTime``.
     """
     try:
-        obj = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+        obj = orjson.loads(text)
+    except ValueError as exc:  # orjson.JSONDecodeError, also for invalid UTF-8
         raise FrameError(FAILED_TO_DESERIALIZE, f"Invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise FrameError(FAILED_TO_DESERIALIZE, "A producer message must be a JSON object")
@@ -302,8 +305,8 @@ def parse_consumer_command(text: str | bytes) -> ConsumerCommand:
             ``permitMessages``.
     """
     try:
-        obj = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+        obj = orjson.loads(text)
+    except ValueError as exc:  # orjson.JSONDecodeError, also for invalid UTF-8
         raise FrameError(FAILED_TO_DESERIALIZE, f"Invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise FrameError(FAILED_TO_DESERIALIZE, "A command must be a JSON object")

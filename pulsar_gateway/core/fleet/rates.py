@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 from pulsar_gateway.core.errors import GatewayError
 from pulsar_gateway.core.model import date_formatter
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
@@ -299,7 +301,7 @@ def fresh_reports(raw: list[Any], interval: float = REPORT_INTERVAL) -> list[dic
     out = []
     for value in raw:
         try:
-            report = json.loads(value)
+            report = orjson.loads(value)
         except ValueError:
             continue
         if isinstance(report, dict) and report.get("t", 0) >= horizon:

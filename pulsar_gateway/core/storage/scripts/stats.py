@@ -5,10 +5,11 @@ every gateway reports the same figures."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from pulsar_gateway.core.storage.keys import TopicKeys
 from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text
@@ -24,7 +25,7 @@ __all__ = [
 
 
 def _json(reply: bytes | str) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(reply)
+    value: dict[str, Any] = orjson.loads(reply)
     return value
 
 
