@@ -341,8 +341,12 @@ class Producer:
             if n <= 0:
                 if room <= 0:
                     self.room.clear()
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                    # cancellation that meets the event (the prefill's cancel, then an
+                    # await of the task that never ends while it keeps sending)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.room.wait(), 1)
+                        async with asyncio.timeout(1):
+                            await self.room.wait()
                 else:  # the rate holds it back
                     await pacer.wait(now)
                 continue
