@@ -102,11 +102,20 @@ def _family(out: list[str], name: str, help_text: str, kind: str) -> None:
 def exposition(cluster: str, topics: dict[str, Figures]) -> str:
     """The Prometheus text of ``topics`` (full name -> :func:`figures`): per metric, one
     sample per topic (or subscription), topics in name order, labels in name order."""
+    # the same few values recur across topics (0.0 above all): each formatted once
+    numbers: dict[float, str] = {}
+
+    def text_of(value: float) -> str:
+        text = numbers.get(value)
+        if text is None:
+            text = numbers[value] = _number(value)
+        return text
+
     rows = []
     for name, (values, subs) in sorted(topics.items()):
         namespace = parse_topic_name(name).namespace
         labels = f'cluster="{_label(cluster)}",namespace="{_label(namespace)}"'
-        texts = [_number(value) for value in values]
+        texts = [text_of(value) for value in values]
         rows.append((labels, f'topic="{_label(name)}"', texts, subs))
     out: list[str] = []
     families = [(metric, text, "gauge") for metric, text in _TOPIC_GAUGES]
@@ -115,7 +124,7 @@ def exposition(cluster: str, topics: dict[str, Figures]) -> str:
         _family(out, metric, help_text, kind)
         out.extend(f"{metric}{{{labels},{topic}}} {texts[i]}\n" for labels, topic, texts, _ in rows)
     subscriptions = [
-        (f'{labels},subscription="{_label(sub_name)}",{topic}', [_number(v) for v in values])
+        (f'{labels},subscription="{_label(sub_name)}",{topic}', [text_of(v) for v in values])
         for labels, topic, _, subs in rows
         for sub_name, values in subs
     ]
