@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from pulsar_gateway.core.errors import TopicNotFound
@@ -59,6 +60,47 @@ def _consumer(redis_side: dict[str, Any], report: dict[str, Any] | None) -> dict
     }
 
 
+_IN_FIELDS = ("msgRateIn", "msgThroughputIn", "msgInCounter", "bytesInCounter")
+
+
+@dataclass(slots=True)
+class _Reports:
+    """The fresh gateway reports of one topic, summed (rates and counters of every
+    gateway), with the registered producers no gateway has reported yet."""
+
+    #: the topic's in-figures and its subscriptions' out-figures, over every subscription
+    totals: dict[str, float]
+    #: out-figures by subscription name
+    by_subscription: dict[str, dict[str, float]]
+    publishers: list[dict[str, Any]]
+    #: the consumers the reports list, by subscription name, in report order
+    consumers: dict[str, list[dict[str, Any]]]
+
+
+def _sum_reports(data: dict[str, Any], reports: list[dict[str, Any]]) -> _Reports:
+    out_fields = (*_RATE_FIELDS, *_COUNTER_FIELDS)
+    summed = _Reports(dict.fromkeys((*_IN_FIELDS, *out_fields), 0.0), {}, [], defaultdict(list))
+    totals = summed.totals
+    for report in reports:
+        for field in _IN_FIELDS:
+            totals[field] += report.get(field, 0)
+        summed.publishers.extend(report.get("publishers") or [])
+        for name, sub in (report.get("subscriptions") or {}).items():
+            sub_totals = summed.by_subscription.setdefault(name, dict.fromkeys(out_fields, 0.0))
+            for field in out_fields:
+                value = sub.get(field, 0)
+                sub_totals[field] += value
+                totals[field] += value
+            summed.consumers[name].extend(sub.get("consumers") or [])
+    reported = {p.get("producerName") for p in summed.publishers}
+    for name in _list(data.get("producers")):
+        if name not in reported:  # registered, its gateway has not reported yet
+            summed.publishers.append(
+                {"producerName": name, "msgRateIn": 0.0, "msgThroughputIn": 0.0}
+            )
+    return summed
+
+
 def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
     """Pulsar's ``TopicStats`` JSON from ``topic_stats.lua``'s answer and the fresh
     gateway reports of the topic."""
@@ -67,26 +109,9 @@ def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, An
     def backlog_size(entries: int) -> int:
         return size * entries // length if length else 0
 
-    # rates and counters of every gateway, by subscription and by consumer uid
-    sub_totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    consumer_reports: dict[str, dict[str, Any]] = {}
-    publishers: list[dict[str, Any]] = []
-    totals: dict[str, float] = defaultdict(float)
-    for report in reports:
-        for field in ("msgRateIn", "msgThroughputIn", "msgInCounter", "bytesInCounter"):
-            totals[field] += report.get(field, 0)
-        publishers.extend(report.get("publishers") or [])
-        for name, sub in (report.get("subscriptions") or {}).items():
-            for field in (*_RATE_FIELDS, *_COUNTER_FIELDS):
-                sub_totals[name][field] += sub.get(field, 0)
-                totals[field] += sub.get(field, 0)
-            for consumer in sub.get("consumers") or []:
-                consumer_reports[consumer.get("uid", "")] = consumer
-    reported = {p.get("producerName") for p in publishers}
-    for name in _list(data.get("producers")):
-        if name not in reported:  # registered, its gateway has not reported yet
-            publishers.append({"producerName": name, "msgRateIn": 0.0, "msgThroughputIn": 0.0})
-
+    summed = _sum_reports(data, reports)
+    totals = summed.totals
+    consumer_reports = {c.get("uid", ""): c for listed in summed.consumers.values() for c in listed}
     subscriptions = {}
     for s in _list(data.get("subs")):
         name = s["name"]
@@ -95,10 +120,9 @@ def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, An
             # a non-persistent subscription's consumers are known from the reports only
             consumers = [
                 _consumer({"name": c.get("consumerName", ""), "unacked": 0, "priority": 0}, c)
-                for report in reports
-                for c in (report.get("subscriptions") or {}).get(name, {}).get("consumers") or []
+                for c in summed.consumers.get(name, ())
             ]
-        rates = sub_totals.get(name, {})
+        rates = summed.by_subscription.get(name, {})
         backlog = int(s["backlog"])
         subscriptions[name] = {
             **{field: rates.get(field, 0.0) for field in _RATE_FIELDS},
@@ -130,7 +154,7 @@ def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, An
         "backlogSize": max((sub["backlogSize"] for sub in subscriptions.values()), default=0),
         "entriesAddedCounter": int(data["added"]),
         "waitingPublishers": 0,
-        "publishers": publishers,
+        "publishers": summed.publishers,
         "subscriptions": subscriptions,
         "replication": {},
     }
@@ -176,28 +200,8 @@ def figures(data: dict[str, Any], reports: list[dict[str, Any]]) -> Figures:
     cost on a scrape of thousands of topics."""
     length, size = int(data["length"]), int(data["size"])
     persistent = data.get("persistent", True)
-    rate_in = throughput_in = in_counter = in_bytes = 0.0
-    out = dict.fromkeys((*_RATE_FIELDS, *_COUNTER_FIELDS), 0.0)
-    by_sub: dict[str, dict[str, float]] = {}
-    report_consumers: dict[str, int] = defaultdict(int)
-    reported: set[Any] = set()
-    publishers = 0
-    for report in reports:
-        rate_in += report.get("msgRateIn", 0)
-        throughput_in += report.get("msgThroughputIn", 0)
-        in_counter += report.get("msgInCounter", 0)
-        in_bytes += report.get("bytesInCounter", 0)
-        listed = report.get("publishers") or []
-        publishers += len(listed)
-        reported.update(p.get("producerName") for p in listed)
-        for name, sub in (report.get("subscriptions") or {}).items():
-            totals = by_sub.setdefault(name, dict.fromkeys(out, 0.0))
-            for field in out:
-                value = sub.get(field, 0)
-                totals[field] += value
-                out[field] += value
-            report_consumers[name] += len(sub.get("consumers") or [])
-    publishers += sum(1 for name in _list(data.get("producers")) if name not in reported)
+    summed = _sum_reports(data, reports)
+    totals = summed.totals
     subscriptions = []
     consumers = backlog_total = largest_backlog = 0
     for s in sorted(_list(data.get("subs")), key=lambda s: s["name"]):
@@ -207,11 +211,11 @@ def figures(data: dict[str, Any], reports: list[dict[str, Any]]) -> Figures:
             held = _list(s["consumers"])
             count, unacked = len(held), sum(c["unacked"] for c in held)
         else:  # known from the reports only, holding nothing
-            count, unacked = report_consumers.get(name, 0), 0
+            count, unacked = len(summed.consumers.get(name, ())), 0
         consumers += count
         backlog_total += backlog
         largest_backlog = max(largest_backlog, size * backlog // length if length else 0)
-        rates = by_sub.get(name, {})
+        rates = summed.by_subscription.get(name, {})
         subscriptions.append(
             (
                 name,
@@ -228,19 +232,19 @@ def figures(data: dict[str, Any], reports: list[dict[str, Any]]) -> Figures:
         )
     topic = [
         float(len(subscriptions)),
-        float(publishers),
+        float(len(summed.publishers)),
         float(consumers),
-        float(rate_in),
-        float(out["msgRateOut"]),
-        float(throughput_in),
-        float(out["msgThroughputOut"]),
+        totals["msgRateIn"],
+        totals["msgRateOut"],
+        totals["msgThroughputIn"],
+        totals["msgThroughputOut"],
         float(size),
         float(largest_backlog),
         float(backlog_total),
-        float(int(in_counter)),
-        float(int(in_bytes)),
-        float(int(out["msgOutCounter"])),
-        float(int(out["bytesOutCounter"])),
+        *(
+            float(int(totals[field]))
+            for field in ("msgInCounter", "bytesInCounter", "msgOutCounter", "bytesOutCounter")
+        ),
     ]
     return topic, subscriptions
 
