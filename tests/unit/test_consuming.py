@@ -59,23 +59,43 @@ def entry(
     return [stream_id, fields, redeliveries, b""]
 
 
+NOW_MS = 1_000_000
+
+
 def dispatched(
     *entries: list[Any], moved: int = 0, next_due: int = -1, late: list[int] | None = None
 ) -> list[Any]:
-    """``{0, moved, next_due, late, (id, fields, redelivery_count, ack set)...}``."""
-    return [0, moved, next_due, late or [], *itertools.chain.from_iterable(entries)]
+    """``{0, moved, next_due, late, now, (id, fields, redelivery_count, ack set)...}``."""
+    return [0, moved, next_due, late or [], NOW_MS, *itertools.chain.from_iterable(entries)]
+
+
+def read_reply(*rows: tuple[bytes, list[Any]]) -> list[Any] | None:
+    """``XREADGROUP`` of one stream: ``[[stream, [[id, fields]...]]]``, None when empty."""
+    return [[b"stream", [list(row) for row in rows]]] if rows else None
 
 
 class Backlog:
-    """``dispatch.lua`` over a backlog of single-message entries: each call hands out as
-    many entries as its permits (ARGV[3]) allow, each entry once."""
+    """A backlog of single-message entries, each handed out once: by ``dispatch.lua``
+    reading it (as many as its permits, ARGV[3], allow), or by the native ``XREADGROUP``
+    that follows the script when it leaves new entries to the caller (ARGV[8] = 1)."""
 
     def __init__(self, size: int) -> None:
         self.ids = [b"2000-%d" % i for i in range(size)]
 
     def __call__(self, keys: list[str], args: list[Any]) -> list[Any]:
+        if len(args) > 7 and args[7] == 1:
+            return dispatched()
         taken, self.ids = self.ids[: int(args[2])], self.ids[int(args[2]) :]
         return dispatched(*(entry(i) for i in taken))
+
+    def read(self, args: list[Any]) -> list[Any] | None:
+        count = int(args[args.index("COUNT") + 1])
+        taken, self.ids = self.ids[:count], self.ids[count:]
+        return read_reply(*((i, [BLOB, b"payload"]) for i in taken))
+
+    def serve(self, lane: FakeLane) -> None:
+        lane.on_script("dispatch", self)
+        lane.on_command("XREADGROUP", self.read)
 
 
 # -- the collaborators -------------------------------------------------------------------------
@@ -111,7 +131,9 @@ def topic_of(lane: FakeLane, name: str = TOPIC) -> Topic:
 
 @pytest.fixture
 def lane() -> FakeLane:
-    return FakeLane()
+    lane = FakeLane()
+    lane.on_command("XREADGROUP", lambda args: None)  # no new entries unless a test says
+    return lane
 
 
 @pytest.fixture
@@ -174,7 +196,7 @@ async def test_lone_consumer_is_fed_in_chunks_each_asked_before_the_last_is_deli
     lane: FakeLane, make_subscription: Callable[..., Subscription]
 ) -> None:
     sub = make_subscription(Shared)
-    lane.on_script("dispatch", Backlog(1000))
+    Backlog(1000).serve(lane)
     consumer, sink = add_consumer(sub, "gw-0", permits=600)
     calls_at_delivery: list[int] = []
     sink.on_deliver = lambda: calls_at_delivery.append(len(lane.named("dispatch")))
@@ -183,7 +205,7 @@ async def test_lone_consumer_is_fed_in_chunks_each_asked_before_the_last_is_deli
 
     first = lane.named("dispatch")[0]
     assert first.keys == tuple(sub.keys.all)
-    assert first.args == (SUB, "gw-0", DISPATCH_CHUNK, "1.000", LEASE_MS, int(Shared), -1)
+    assert first.args == (SUB, "gw-0", DISPATCH_CHUNK, "1.000", LEASE_MS, int(Shared), -1, 1)
     assert permits_asked(lane, "dispatch", "gw-0") == [250, 250, 100]
     # the next chunk is requested (and flushed) before the current one goes to the client
     assert calls_at_delivery == [2, 3, 3]
@@ -196,7 +218,7 @@ async def test_lone_consumer_keeps_exact_permits_when_the_backlog_runs_out(
     lane: FakeLane, make_subscription: Callable[..., Subscription]
 ) -> None:
     sub = make_subscription(Shared)
-    lane.on_script("dispatch", Backlog(300))
+    Backlog(300).serve(lane)
     consumer, sink = add_consumer(sub, "gw-0", permits=600)
 
     assert await sub.dispatcher.run_once() == 300
@@ -212,7 +234,7 @@ async def test_consumers_with_permits_get_at_most_a_round_robin_batch_per_round(
     lane: FakeLane, make_subscription: Callable[..., Subscription]
 ) -> None:
     sub = make_subscription(Shared)
-    lane.on_script("dispatch", Backlog(1000))
+    Backlog(1000).serve(lane)
     a, sink_a = add_consumer(sub, "gw-0", permits=100)
     b, sink_b = add_consumer(sub, "gw-1", permits=30)
 
@@ -352,7 +374,7 @@ async def test_failed_call_in_a_round_abandons_only_its_consumer(
     lane: FakeLane, make_subscription: Callable[..., Subscription]
 ) -> None:
     sub = make_subscription(Shared)
-    lane.on_script("dispatch", Backlog(100))
+    Backlog(100).serve(lane)
     lane.fail_next("dispatch", StorageError("Redis connection lost"))
     lane.on_script("release_consumer", lambda keys, args: 0)
     consumers = {uid: add_consumer(sub, uid, permits=5) for uid in ("gw-0", "gw-1")}
@@ -710,7 +732,7 @@ async def test_flow_on_a_real_subscription_wakes_its_dispatcher(
 ) -> None:
     sub = make_subscription(Shared)
     lane.on_script("reap_consumers", lambda keys, args: 0)
-    lane.on_script("dispatch", Backlog(3))
+    Backlog(3).serve(lane)
     consumer, sink = add_consumer(sub, "gw-0")
     sub.dispatcher.start()
     await lane.drain()  # its first round finds no permits; it waits to be woken

@@ -41,7 +41,11 @@ from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import dispatch
-from pulsar_gateway.core.storage.scripts.dispatch import DispatchReply, DispatchStatus
+from pulsar_gateway.core.storage.scripts.dispatch import (
+    DispatchReply,
+    DispatchStatus,
+    SettleReply,
+)
 from pulsar_gateway.core.topics.topic import Topic
 
 __all__ = [
@@ -207,7 +211,7 @@ class Dispatcher:
         drained = False
         delivered = 0
         want = min(consumer.permits, DISPATCH_CHUNK)
-        fut: asyncio.Future[DispatchReply] | None = self._request(consumer, want)
+        fut: asyncio.Future[DispatchReply] | None = self._request(consumer, want, lone=True)
         lane.flush_now()
         while fut is not None:
             try:
@@ -216,23 +220,76 @@ class Dispatcher:
                 _abandon(consumer, exc)
                 raise
             fut = None
+            if reply.settled is not None:
+                self._await_settle(consumer, reply.settled)
             if not self._check_reply(consumer, reply):
                 return delivered, True
             deliveries = reply.deliveries
             messages = sum(d.num_messages for d in deliveries)
             left = consumer.permits - messages
-            drained = exhaustive and messages < want
-            if messages >= want and left > 0 and not consumer.closed:
+            if reply.drained is None:
+                drained = exhaustive and messages < want
+                more = messages >= want
+            else:  # a native read: it says whether the stream had more
+                drained = reply.drained
+                more = not drained
+            if more and left > 0 and not consumer.closed:
                 want = min(left, DISPATCH_CHUNK)
-                fut = self._request(consumer, want)
+                fut = self._request(consumer, want, lone=True)
                 lane.flush_now()
             delivered += self._deliver(consumer, deliveries, messages)
         return delivered, drained
 
-    def _request(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
+    def _await_settle(self, consumer: Consumer, settled: asyncio.Future[SettleReply]) -> None:
+        """Act on a native read's ``settle_read.lua`` reply when it comes. Until it runs,
+        the entries it settles are pending at ``consumer`` without having been sent: if it
+        fails, abandon the consumer, which hands them back (see _abandon)."""
+
+        def done(fut: asyncio.Future[SettleReply]) -> None:
+            if fut.cancelled():
+                return
+            exc = fut.exception()
+            if exc is not None:
+                log.warning("settling a read on %s failed: %s", self.subscription.name, exc)
+                _abandon(consumer, exc)
+                return
+            reply = fut.result()
+            if reply.wake_fleet:
+                self.subscription.topic.notify()
+            if reply.next_due_ms >= 0:
+                self._wake_at(reply.next_due_ms)
+
+        settled.add_done_callback(done)
+
+    def _request(
+        self, consumer: Consumer, permits: int, *, lone: bool = False
+    ) -> asyncio.Future[DispatchReply]:
         if self.subscription.read_compacted:  # the compacted view first (docs/lifecycle.md)
             return self._request_compacted(consumer, permits)
+        if lone and self._reads_natively(consumer):
+            sub = self.subscription
+            return dispatch.dispatch_native(
+                sub.lane,
+                sub.keys,
+                subscription=sub.name,
+                consumer=consumer.uid,
+                permits=permits,
+                messages_per_entry=self._messages_per_entry,
+                lease_ms=sub.lease_ms,
+                subscription_type=sub.type,
+                partition=sub.partition,
+            )
         return self._request_plain(consumer, permits)
+
+    def _reads_natively(self, consumer: Consumer) -> bool:
+        """Whether a lone consumer's new entries are read natively (``dispatch_native``):
+        on Exclusive and Shared, and on Failover once the consumer is known to be the
+        active one (an inactive one would read only to hand everything back). Key_Shared
+        routes each entry by its key in Lua; a compacted view is read in Lua too."""
+        sub_type = self.subscription.type
+        if sub_type is SubscriptionType.FAILOVER:
+            return consumer.active is True
+        return sub_type is not SubscriptionType.KEY_SHARED
 
     def _request_plain(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
         sub = self.subscription

@@ -27,6 +27,8 @@ __all__ = [
 
 #: Commands whose arguments after the name are all keys.
 _ALL_KEYS: Final = frozenset({b"DEL", b"EXISTS", b"UNLINK", b"TOUCH"})
+#: Commands whose keys follow ``STREAMS`` (as many keys as ids after them).
+_STREAM_READS: Final = frozenset({b"XREAD", b"XREADGROUP"})
 #: Commands that name no key: any node answers them (``PUBLISH`` reaches every node's
 #: subscribers on a cluster, ``TIME`` and ``PING`` are node-local facts).
 _NO_KEY: Final = frozenset({b"TIME", b"PING", b"PUBLISH", b"SCAN", b"INFO", b"WAIT"})
@@ -68,6 +70,8 @@ def command_keys(args: Sequence[Any]) -> list[bytes]:
         return [_bytes(key) for key in args[3 : 3 + count]]
     if name in _ALL_KEYS:
         return [_bytes(key) for key in args[1:]]
+    if name in _STREAM_READS:
+        return [_bytes(key) for key in _stream_read_keys(args)]
     # every other command the gateway sends (X*, H*, S*, Z*, L*, GET, SET, PEXPIRE, TYPE,
     # SPUBLISH...) names one key, first
     return [_bytes(args[1])] if len(args) > 1 else []
@@ -85,7 +89,18 @@ def first_key(args: Sequence[Any]) -> Any:
         return None
     if upper in _SCRIPTS:
         return args[3] if int(args[2]) > 0 else None
+    if upper in _STREAM_READS:
+        keys = _stream_read_keys(args)
+        return keys[0] if keys else None
     return args[1] if len(args) > 1 else None
+
+
+def _stream_read_keys(args: Sequence[Any]) -> Sequence[Any]:
+    for i in range(1, len(args)):
+        if _bytes(args[i]).upper() == b"STREAMS":
+            rest = args[i + 1 :]
+            return rest[: len(rest) // 2]
+    return []
 
 
 def command_slot(args: Sequence[Any]) -> int | None:

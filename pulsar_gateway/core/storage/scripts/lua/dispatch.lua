@@ -11,7 +11,10 @@ are honoured exactly. On Failover only the active consumer gets anything.
 
 Delayed delivery (PIP-26) applies to Shared subscriptions only: a new entry whose deliver-at
 time (field `d`) is still ahead is scheduled (lib.lua "Delayed delivery") instead of sent,
-at most SCHEDULE_CHUNK per call. Exclusive and Failover deliver in order, immediately.
+at most SCHEDULE_CHUNK per call. Exclusive and Failover deliver in order, immediately. A
+parked entry whose deliver-at time is still ahead is scheduled too, not redelivered: it was
+read natively (ARGV[8]) by a gateway that died, or whose consumer left, before it could
+schedule it.
 
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
@@ -19,13 +22,20 @@ ARGV[4] expected messages per entry (>= 1), sizes the first read
 ARGV[5] lease ms
 ARGV[6] subscription type ('0' Exclusive, '1' Shared, '2' Failover)
 ARGV[7] partition index (-1 if none)
+ARGV[8] '1': native read. Step 3 is left to the caller, which sends `XREADGROUP GROUP <name>
+  <uid> COUNT n STREAMS <stream> >` right after this call in the same pipeline, so new
+  entries reach it without passing through Lua (half of this script's cost when it reads
+  them itself). The caller then hands back with settle_read.lua what it may not deliver:
+  entries beyond the permits left after this reply's deliveries, everything read when this
+  call refused, and (Shared) entries whose deliver-at time is ahead of this reply's `now`.
 
 Returns {code, ...}
   code 0 OK, then `moved` (1: entries were scheduled ahead of the earliest one before, wake
   the other gateways so they learn the new time), then `next_due` (ms until the earliest
   scheduled entry: 0 = call again now, -1 = none), then `late` (for each scheduled message
-  sent by this call, ms between its deliver-at time and now: the lateness metric), then per
-  delivery: id, fields, redelivery_count, ack set ('' = none)
+  sent by this call, ms between its deliver-at time and now: the lateness metric), then
+  `now` (Redis's clock, ms), then per delivery: id, fields, redelivery_count, ack set ('' =
+  none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
   code 6 not the active Failover consumer, then the active consumer's uid
 ]]
@@ -34,13 +44,15 @@ local group, uid, parked = ARGV[1], ARGV[2], PARKED
 local remaining = tonumber(ARGV[3])
 local per_entry = math.max(1, tonumber(ARGV[4]))
 local shared = ARGV[6] == '1'
+local native = ARGV[8] == '1'
 
 local refused = lease_and_active(k, uid, ARGV[5], ARGV[6], ARGV[7])
 if refused then return refused end
 
 local late = {}
-local out = {0, 0, -1, late}
 local now = now_ms()
+local out = {0, 0, -1, late, now}
+local schedule = shared and new_schedule(k, group)
 
 -- 1. redeliveries
 while remaining > 0 do
@@ -49,7 +61,7 @@ while remaining > 0 do
   for _, p in ipairs(pending) do
     if remaining <= 0 then break end
     -- deliveries so far = redeliveries after this one
-    local used = claim_and_emit(k, group, uid, p[1], p[4], out)
+    local used = claim_and_emit(k, group, uid, p[1], p[4], out, schedule, now)
     if used then remaining = remaining - used end
   end
 end
@@ -75,18 +87,19 @@ if earliest == 0 then
   earliest = next_due(k, now)
 end
 
--- 3. new entries
-local schedule = shared and new_schedule(k, group)
-read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
-  if schedule then
-    local at = deliver_later(entry[2], now)
-    if at then
-      schedule.add(entry[1], at)
-      return 0
+-- 3. new entries (unless the caller reads them natively)
+if not native then
+  read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
+    if schedule then
+      local at = deliver_later(entry[2], now)
+      if at then
+        schedule.add(entry[1], at)
+        return 0
+      end
     end
-  end
-  return emit(out, entry[1], entry[2], 0, nil)
-end, schedule and schedule.full)
+    return emit(out, entry[1], entry[2], 0, nil)
+  end, schedule and schedule.full)
+end
 
 if schedule then out[2], out[3] = schedule_reply(k, now, schedule, earliest) end
 return out

@@ -26,12 +26,12 @@ KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
 ARGV[4] expected messages per entry (>= 1)   ARGV[5] lease ms
 
-Returns {code, moved, next_due, late, ...}
+Returns {code, moved, next_due, late, now, ...}
   code 0 OK; moved 1 when entries were queued for other consumers or scheduled ahead of
   the earliest one before (wake the other gateways); next_due as dispatch.lua's; late: for
   each scheduled message this call took out of the index (to be sent to its key's owner),
-  ms between its deliver-at time and now; then per delivery: id, fields, redelivery_count,
-  ack set ('' = none)
+  ms between its deliver-at time and now; now: Redis's clock (ms); then per delivery: id,
+  fields, redelivery_count, ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
 ]]
 local SCAN = 200
@@ -49,8 +49,8 @@ if refused then return refused end
 local map = range_map(k)
 local mine = WAITING .. uid
 local late = {}
-local out = {0, 0, -1, late}
 local now = now_ms()
+local out = {0, 0, -1, late, now}
 
 local summary = redis.call('XPENDING', k.stream, group)
 local joinpos = redis.call('HGET', k.joined, uid)

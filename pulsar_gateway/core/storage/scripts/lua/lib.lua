@@ -153,12 +153,30 @@ local function emit(out, id, fields, redeliveries, acksets)
 end
 
 
+-- The deliver-at time of an entry that must wait, or nil when it is due (or has none).
+local function deliver_later(fields, now)
+  local at = field(fields, F_DELIVER_AT)
+  if at and tonumber(at) > now then return at end
+  return nil
+end
+
 -- Claim entry `id` (pending at `owner`) for consumer `uid`, counting a delivery, and emit it.
 -- Returns the permits used, or nil when the entry left the stream meanwhile (then it is acked).
-local function claim_and_emit(k, group, uid, id, delivered_before, out)
+-- With `schedule` (a Shared subscription's new_schedule), an entry whose deliver-at time is
+-- still ahead of `now` is scheduled instead (0 permits): only an entry read natively by a
+-- gateway that died, or whose consumer left, before it scheduled the entry can be one
+-- (dispatch.lua ARGV[8], settle_read.lua), and it must not be delivered early.
+local function claim_and_emit(k, group, uid, id, delivered_before, out, schedule, now)
   local claimed = redis.call('XCLAIM', k.stream, group, uid, 0, id)
   local entry = claimed[1]
   if entry and entry[2] then
+    if schedule then
+      local at = deliver_later(entry[2], now)
+      if at then
+        schedule.add(entry[1], at)
+        return 0
+      end
+    end
     return emit(out, entry[1], entry[2], delivered_before, k.acksets)
   end
   -- trimmed from the stream meanwhile (retention, TTL): nothing left to deliver
@@ -216,13 +234,6 @@ end
 -- scheduled), so a flood of scheduled messages cannot stall other topics; the caller is
 -- told to call again at once.
 local SCHEDULE_CHUNK = 250
-
--- The deliver-at time of an entry that must wait, or nil when it is due (or has none).
-local function deliver_later(fields, now)
-  local at = field(fields, F_DELIVER_AT)
-  if at and tonumber(at) > now then return at end
-  return nil
-end
 
 -- An index member: the stream id packed as two big-endian 64-bit integers, so entries due
 -- at the same millisecond come out in stream order (a zset orders equal scores by member
