@@ -257,3 +257,175 @@ async def test_script_flush_mid_stream_keeps_call_order(storage):
     replies = await asyncio.gather(*calls, return_exceptions=True)
     assert isinstance(replies[0], SubscribeReply)
     assert all(isinstance(r, ConsumerBusy) for r in replies[1:])
+
+
+# -- the native read: dispatch.lua as control, XREADGROUP in the same pipeline ---------------
+
+
+def dispatch_native(
+    storage: Lane,
+    uid: str,
+    permits: int,
+    per_entry: float = 1,
+    sub_type: SubscriptionType = SubscriptionType.SHARED,
+) -> asyncio.Future[DispatchReply]:
+    return scripts_dispatch.dispatch_native(
+        storage,
+        SUB_KEYS,
+        subscription=SUB,
+        consumer=uid,
+        permits=permits,
+        messages_per_entry=per_entry,
+        lease_ms=LEASE,
+        subscription_type=sub_type,
+        partition=-1,
+    )
+
+
+async def append_delayed(storage: Lane, count: int, deliver_at: int) -> list[bytes]:
+    fields = entry_fields(b"later", deliver_at=deliver_at)
+    return list(
+        await asyncio.gather(
+            *(storage.call("XADD", KEYS.stream, "*", *fields) for _ in range(count))
+        )
+    )
+
+
+async def redis_now_ms(storage: Lane) -> int:
+    seconds, micros = await storage.call("TIME")
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+async def pending_at(storage: Lane, consumer: str) -> list[tuple[bytes, int]]:
+    rows = await storage.call("XPENDING", KEYS.stream, SUB, "-", "+", 100, consumer)
+    return [(row[0], row[3]) for row in rows]
+
+
+async def test_native_read_shares_one_pipeline_and_keeps_permits_in_messages(storage):
+    await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
+    ids = await append(storage, 5, batch=10)  # 5 entries of 10 messages
+    before = storage.pipelines_sent
+    fut = dispatch_native(storage, "g-1", permits=25, sub_type=SubscriptionType.EXCLUSIVE)
+    await asyncio.sleep(0)
+    assert storage.pipelines_sent - before == 1  # the script and the read went out together
+    reply = await fut
+    # read 25 entries' worth (all 5); sent while a permit remains: 10 + 10 + 10
+    assert [d.stream_id for d in reply.deliveries] == ids[:3]
+    assert reply.drained is True  # the read found fewer entries than it asked for
+    assert reply.settled is not None
+    await reply.settled
+    # the last two were un-read (the cursor had not moved): not pending, read again next
+    assert [i for i, _ in await pending_at(storage, "g-1")] == ids[:3]
+    again = await dispatch_native(storage, "g-1", 100, sub_type=SubscriptionType.EXCLUSIVE)
+    assert [d.stream_id for d in again.deliveries] == ids[3:]
+    assert again.settled is None
+    assert [d.redelivery_count for d in again.deliveries] == [0, 0]
+
+
+async def test_native_read_parks_what_it_hands_back_once_another_read_went_past(storage):
+    """Two native reads of one tick on a Shared subscription: the first consumer's extra
+    entries cannot be un-read (the second read moved the cursor past them), so they are
+    parked with their count reset and handed out first, as never delivered."""
+    await subscribe(storage, "g-1")
+    await subscribe(storage, "g-2")
+    ids = await append(storage, 6, batch=2)
+    first = dispatch_native(storage, "g-1", permits=3)  # reads 3 entries, sends 2
+    second = dispatch_native(storage, "g-2", permits=4)  # reads the other 3, sends 2
+    one, two = await asyncio.gather(first, second)
+    assert [d.stream_id for d in one.deliveries] == ids[:2]
+    assert [d.stream_id for d in two.deliveries] == ids[3:5]
+    assert one.settled is not None and two.settled is not None
+    await asyncio.gather(one.settled, two.settled)
+    # g-1's extra entry is parked; g-2's, the last read, is un-read
+    assert await pending_at(storage, "~parked") == [(ids[2], 0)]
+    third = await dispatch_native(storage, "g-2", permits=100)
+    assert [(d.stream_id, d.redelivery_count) for d in third.deliveries] == [
+        (ids[2], 0),
+        (ids[5], 0),
+    ]
+
+
+async def test_native_read_schedules_entries_not_yet_due_on_shared_only(storage):
+    await subscribe(storage, "g-1")
+    now = await redis_now_ms(storage)
+    (now_id,) = await append(storage, 1)
+    later = await append_delayed(storage, 2, deliver_at=now + 60_000)
+    reply = await dispatch_native(storage, "g-1", permits=10)
+    assert [d.stream_id for d in reply.deliveries] == [now_id]
+    assert reply.settled is not None
+    settled = await reply.settled
+    assert settled.wake_fleet is True  # the earliest scheduled time came forward
+    assert 55_000 < settled.next_due_ms <= 60_000
+    assert [i for i, _ in await pending_at(storage, "~delayed")] == later
+    assert await storage.call("ZCARD", SUB_KEYS.delayed) == 2
+
+
+async def test_native_read_on_exclusive_delivers_delayed_entries_at_once(storage):
+    await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
+    now = await redis_now_ms(storage)
+    later = await append_delayed(storage, 2, deliver_at=now + 60_000)
+    reply = await dispatch_native(storage, "g-1", 10, sub_type=SubscriptionType.EXCLUSIVE)
+    assert [d.stream_id for d in reply.deliveries] == later
+    assert reply.settled is None
+
+
+async def test_gateway_dying_between_native_read_and_scheduling_never_delivers_early(storage):
+    """The read put entries not yet due in g-1's pending list and its gateway died before
+    settle_read scheduled them. Reaping parks them; the redelivery path then schedules
+    them instead of handing them to g-2 early, and g-2 gets each once, when due."""
+    await subscribe(storage, "g-1")
+    await subscribe(storage, "g-2")
+    now = await redis_now_ms(storage)
+    due_at = now + 1_500
+    later = await append_delayed(storage, 3, deliver_at=due_at)
+    # what the dead gateway's pipeline did: the control script, then the read; no settle
+    await dispatch(storage, "g-1", 0)  # renews g-1's lease, hands out nothing
+    await storage.call("XREADGROUP", "GROUP", SUB, "g-1", "COUNT", 10, "STREAMS", KEYS.stream, ">")
+    assert [i for i, _ in await pending_at(storage, "g-1")] == later
+    await storage.call("ZADD", KEYS.consumers(SUB), 1, "g-1")  # its lease expires
+    await subscriptions.reap_consumers(storage, SUB_KEYS, subscription=SUB)
+    assert [i for i, _ in await pending_at(storage, "~parked")] == later
+
+    early = await dispatch_native(storage, "g-2", permits=10)
+    assert early.deliveries == []
+    assert 0 < early.next_due_ms <= 1_500
+    assert [i for i, _ in await pending_at(storage, "~delayed")] == later
+    assert (await dispatch_native(storage, "g-2", permits=10)).deliveries == []
+
+    while await redis_now_ms(storage) <= due_at:
+        await asyncio.sleep(0.05)
+    due = await dispatch_native(storage, "g-2", permits=10)
+    assert [d.stream_id for d in due.deliveries] == later
+    assert all(late >= 0 for late in due.lateness_ms)
+    assert (await dispatch_native(storage, "g-2", permits=10)).deliveries == []
+
+
+async def test_native_read_for_a_reaped_consumer_hands_everything_back(storage):
+    await subscribe(storage, "g-1")
+    await subscribe(storage, "g-2")
+    ids = await append(storage, 3)
+    await storage.call("ZADD", KEYS.consumers(SUB), 1, "g-1")  # g-1's lease expired...
+    await subscriptions.reap_consumers(storage, SUB_KEYS, subscription=SUB)  # ...reaped
+    reply = await dispatch_native(storage, "g-1", permits=10)
+    assert reply.status is DispatchStatus.CONSUMER_GONE
+    assert reply.settled is not None
+    await reply.settled
+    # the read re-created g-1 in the group; settling un-read its entries and removed it
+    groups = await storage.call("XINFO", "CONSUMERS", KEYS.stream, SUB)
+    assert b"g-1" not in [row[1] for row in groups]
+    got = await dispatch_native(storage, "g-2", permits=10)
+    assert [(d.stream_id, d.redelivery_count) for d in got.deliveries] == [(i, 0) for i in ids]
+
+
+async def test_reaping_sweeps_a_group_consumer_that_is_not_registered(storage):
+    """A native read for a reaped consumer whose gateway then died leaves entries pending
+    at a consumer no lease names: reaping hands them back too."""
+    await subscribe(storage, "g-2")
+    ids = await append(storage, 2)
+    await storage.call("XREADGROUP", "GROUP", SUB, "g-9", "COUNT", 10, "STREAMS", KEYS.stream, ">")
+    handed = await subscriptions.reap_consumers(storage, SUB_KEYS, subscription=SUB)
+    assert handed == 2
+    names = [row[1] for row in await storage.call("XINFO", "CONSUMERS", KEYS.stream, SUB)]
+    assert b"g-9" not in names
+    got = await dispatch_native(storage, "g-2", permits=10)
+    assert [d.stream_id for d in got.deliveries] == ids

@@ -30,7 +30,7 @@ from pulsar_gateway.core.errors import (
 )
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import GatewayMeters, Meter
-from pulsar_gateway.core.model.entry import BLOB, NUM_MESSAGES, Delivery
+from pulsar_gateway.core.model.entry import BLOB, DELIVER_AT, NUM_MESSAGES, Delivery
 from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
@@ -405,6 +405,110 @@ async def test_dispatch_refused_at_shutdown_does_not_abandon_the_consumer(
     assert not consumer.closed
     assert sink.closed_by_gateway_calls == 0
     assert lane.named("release_consumer") == []
+
+
+async def test_native_read_settles_what_the_permits_and_the_clock_do_not_allow(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    """A lone Shared consumer's new entries come from the XREADGROUP after the script: a
+    whole entry while a permit is left, one not yet due (deliver-at after the script's
+    clock) to be scheduled, the rest handed back; the settle reply's next due time and
+    moved flag reach the dispatcher."""
+    sub = make_subscription(Shared)
+    lane.on_script("dispatch", lambda keys, args: dispatched())
+    batch = [BLOB, b"b", NUM_MESSAGES, b"3"]
+    lane.on_command(
+        "XREADGROUP",
+        replies(
+            read_reply(
+                (b"2000-0", batch),
+                (b"2000-1", [BLOB, b"later", DELIVER_AT, b"%d" % (NOW_MS + 5_000)]),
+                (b"2000-2", batch),
+                (b"2000-3", batch),
+                (b"2000-4", batch),
+            )
+        ),
+    )
+    lane.on_script("settle_read", lambda keys, args: [1, 5_000])
+    _, sink = add_consumer(sub, "gw-0", permits=5)
+
+    assert await sub.dispatcher.run_once() == 6
+    await lane.drain()
+
+    (control,) = lane.named("dispatch")
+    assert control.args[7] == 1  # new entries left to the native read
+    (read,) = lane.named("XREADGROUP")
+    assert read.args == ("GROUP", SUB, "gw-0", "COUNT", 5, "STREAMS", sub.keys.stream, ">")
+    assert [d.stream_id for d in sink.delivered] == [b"2000-0", b"2000-2"]
+    (settle,) = lane.named("settle_read")
+    assert settle.args == (
+        SUB,
+        "gw-0",
+        b"2000-4",
+        2,
+        b"2000-3",
+        b"2000-4",
+        b"2000-1",
+        NOW_MS + 5_000,
+    )
+    assert lane.notified == [sub.topic.keys.notify_channel]
+    assert sub.dispatcher._due_at is not None  # it wakes when the scheduled entry is due
+
+
+async def test_native_read_for_a_reaped_consumer_hands_all_it_read_back(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    sub = make_subscription(Exclusive)
+    lane.on_script("dispatch", lambda keys, args: [2])
+    lane.on_command("XREADGROUP", lambda args: read_reply((b"2000-0", [BLOB, b"x"])))
+    lane.on_script("settle_read", lambda keys, args: [0, -1])
+    consumer, sink = add_consumer(sub, "gw-0", permits=10)
+
+    assert await sub.dispatcher.run_once() == 0
+    await lane.drain()
+
+    assert consumer.closed
+    assert sink.delivered == []
+    assert [call.args for call in lane.named("settle_read")] == [
+        (SUB, "gw-0", b"2000-0", 1, b"2000-0")
+    ]
+
+
+async def test_failed_settle_abandons_the_consumer_holding_the_entries(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    sub = make_subscription(Shared)
+    lane.on_script("dispatch", lambda keys, args: dispatched())
+    lane.on_command(
+        "XREADGROUP", replies(read_reply((b"2000-0", [BLOB, b"a"]), (b"2000-1", [BLOB, b"b"])))
+    )
+    lane.fail_next("settle_read", StorageError("Redis connection lost"))
+    lane.on_script("release_consumer", lambda keys, args: 1)
+    consumer, sink = add_consumer(sub, "gw-0", permits=1)
+
+    assert await sub.dispatcher.run_once() == 1
+    await lane.drain()
+
+    assert [d.stream_id for d in sink.delivered] == [b"2000-0"]
+    assert consumer.closed  # 2000-1 was pending at it, unsent: released, so handed back
+    assert [call.args for call in lane.named("release_consumer")] == [(SUB, "gw-0")]
+
+
+async def test_failover_reads_natively_only_once_the_consumer_is_known_active(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    sub = make_subscription(Failover)
+    lane.on_script("dispatch", replies(dispatched(entry(b"2000-0")), dispatched()))
+    consumer, _ = add_consumer(sub, "gw-0", permits=10)
+
+    assert await sub.dispatcher.run_once() == 1
+    assert lane.named("XREADGROUP") == []  # not known active: the script read
+    assert consumer.active is True
+
+    assert await sub.dispatcher.run_once() == 0
+    assert [len(call.args) for call in lane.named("dispatch")] == [7, 8]
+    assert lane.named("dispatch")[1].args[7] == 1
+    assert len(lane.named("XREADGROUP")) == 1
 
 
 async def test_key_shared_dispatch_uses_its_script_and_learns_the_batch_size(

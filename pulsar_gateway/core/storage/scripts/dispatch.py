@@ -192,9 +192,10 @@ def dispatch_native(
     clock (PIP-26). The rest is handed to ``settle_read.lua`` (``settled``): entries over
     the permits or refused are un-read (or, if another read went past them meanwhile,
     parked: the next dispatch hands them out first, so an Exclusive or Failover
-    subscription keeps its order); delayed ones are scheduled. Until it runs they are pending at ``consumer``, so a gateway that dies
-    before leaves them to the reaping of its consumers, and the redelivery path of
-    ``dispatch.lua`` schedules one that is not due rather than deliver it early.
+    subscription keeps its order); delayed ones are scheduled. Until it runs they are
+    pending at ``consumer``, so a gateway that dies before leaves them to the reaping of
+    its consumers, and the redelivery path of ``dispatch.lua`` schedules one that is not
+    due rather than deliver it early.
 
     ``drained`` tells whether the read reached the end of the stream.
     """
