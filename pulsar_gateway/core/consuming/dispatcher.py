@@ -11,7 +11,11 @@ scheduled messages, then new entries past the group's cursor, never more message
 permits allow. All consumers' calls go out in the same pipeline.
 
 A lone consumer is fed in chunks of ``DISPATCH_CHUNK`` messages, the request for the next
-chunk sent before the current one is encoded, so Redis and the gateway overlap. With
+chunk sent before the current one is encoded, so Redis and the gateway overlap. On
+Exclusive, Shared and (once it is known active) Failover its new entries are read
+natively: ``dispatch.lua`` runs as control only and a plain ``XREADGROUP`` follows it in the
+same pipeline; what the permits or the deliver-at times do not allow goes back through
+``settle_read.lua`` (:func:`.dispatch.dispatch_native`, docs/architecture.md). With
 several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH`` messages
 so a Shared subscription spreads its backlog, as Pulsar's
 ``dispatcherMaxRoundRobinBatchSize`` (20) does. Consumers on other gateways compete

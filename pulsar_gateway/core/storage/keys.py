@@ -102,7 +102,8 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "cursor",
         "``XADD`` by producers (``publish_checked.lua`` with deduplication); groups by "
         "``subscribe.lua``, ``unsubscribe.lua``, ``seek.lua``; ``XACK`` by consumers; moves "
-        "by the dispatch, redeliver, release and reap scripts",
+        "by the dispatch, redeliver, release and reap scripts; a lone consumer's new entries "
+        "by a native ``XREADGROUP`` and ``settle_read.lua``",
         "TopicKeys.stream",
     ),
     KeySpec(
@@ -162,7 +163,7 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "zset",
         "Shared/Key_Shared: scheduled messages, member = stream id packed as two big-endian "
         "uint64 (ms, seq), score = deliver-at (ms); the entries are pending at ``~delayed``",
-        "the dispatch scripts (schedule when read, remove when due); "
+        "the dispatch scripts and ``settle_read.lua`` (schedule when read, remove when due); "
         "``scheduled_cancel.lua``, ``scheduled_reschedule.lua``; deleted by seeks, "
         "unsubscribe and a switch to Exclusive/Failover",
         "TopicKeys.delayed",
