@@ -36,12 +36,14 @@ from pulsar_gateway.adapters.pulsar_binary.codec import (
     encode_batch,
     encode_command,
     encode_message,
+    encode_messages,
     encode_payload_command,
     encode_send_receipt,
     make_blob,
     parse_batch,
     parse_blob,
 )
+from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 T = pb.BaseCommand  # command type constants: T.PING, T.SEND, ...
@@ -941,6 +943,44 @@ def test_encode_message_matches_protobuf(
     assert (message.message_id.entryId, message.message_id.partition) == (entry_id, partition)
     assert (message.redelivery_count, list(message.ack_set)) == (redelivery_count, ack_set)
     assert frame.payload.blob == blob
+
+
+@settings(max_examples=300)
+@given(
+    consumer_id=u64 | st.integers(0, 300),
+    partition=st.just(-1) | i32,
+    entries=st.lists(
+        st.tuples(
+            u64 | st.integers(1_700_000_000_000, 1_700_000_000_100),
+            u64 | st.integers(0, 200),
+            st.just(0) | u32s,
+            st.just([]) | st.lists(i64, max_size=3),
+            st.binary(max_size=16),
+        ),
+        max_size=8,
+    ),
+)
+def test_encode_messages_is_encode_message_of_each(
+    consumer_id: int, partition: int, entries: list[tuple[int, int, int, list[int], bytes]]
+) -> None:
+    deliveries = [
+        Delivery(b"%d-%d" % (ledger, entry), make_blob(METADATA, data), 1, count, tuple(ack_set))
+        for ledger, entry, count, ack_set, data in entries
+    ]
+    expected = [
+        encode_message(consumer_id, ledger, entry, partition, count, d.blob, ack_set)
+        for (ledger, entry, count, ack_set, _), d in zip(entries, deliveries, strict=True)
+    ]
+    assert b"".join(encode_messages(consumer_id, partition, deliveries)) == b"".join(expected)
+
+
+def test_encode_messages_rejects_what_encode_message_rejects() -> None:
+    with pytest.raises(ValueError):
+        encode_messages(1, -1, [Delivery(b"5-0", b"not a blob", 1, 0)])
+    with pytest.raises(ValueError):
+        encode_messages(1, -1, [Delivery(b"5", make_blob(METADATA, b"x"), 1, 0)])
+    with pytest.raises(ValueError):
+        encode_messages(1, -1, [Delivery(b"%d-0" % 2**64, make_blob(METADATA, b"x"), 1, 0)])
 
 
 @settings(max_examples=300)

@@ -31,6 +31,7 @@ from pulsar_gateway.adapters.pulsar_binary.connection import (
     ConnectionState,
     ServerConnection,
 )
+from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.frames import command
 
@@ -980,7 +981,8 @@ def test_outbound_frame(connected: ServerConnection, name: str) -> None:
 def test_outbound_message_frame(
     connected: ServerConnection, partition: int, redelivery_count: int
 ) -> None:
-    connected.send_message(11, 1700000000123, 42, partition, redelivery_count, BLOB)
+    delivery = Delivery(b"1700000000123-42", BLOB, 1, redelivery_count)
+    connected.send_messages(11, partition, [delivery])
     (f,) = decode_all(connected.data_to_send())
     cmd = f.command
     assert cmd.type == T.MESSAGE
@@ -1010,13 +1012,13 @@ def test_refuse_unsupported_frame(connected: ServerConnection) -> None:
 
 def test_every_send_method_is_covered() -> None:
     methods = {n for n in dir(ServerConnection) if n.startswith("send_")}
-    covered = {name.split("-")[0] for name in OUTBOUND} | {"send_message"}
+    covered = {name.split("-")[0] for name in OUTBOUND} | {"send_messages"}
     assert methods == covered
 
 
 def test_outbound_frames_are_concatenated_in_order(connected: ServerConnection) -> None:
     connected.send_success(1)
-    connected.send_message(0, 1, 1, -1, 0, BLOB)
+    connected.send_messages(0, -1, [Delivery(b"1-1", BLOB, 1, 0)])
     connected.send_success(2)
     types = [f.command.type for f in decode_all(connected.data_to_send())]
     assert types == [T.SUCCESS, T.MESSAGE, T.SUCCESS]

@@ -68,6 +68,7 @@ __all__ = [
     "encode_batch",
     "encode_command",
     "encode_message",
+    "encode_messages",
     "encode_payload_command",
     "encode_send_receipt",
     "make_blob",
@@ -731,3 +732,82 @@ def encode_message(
     head = _MESSAGE_HEAD[size] if size < 128 else b"\x08\x09\x4a" + _uvarint(size)
     cmd_size = len(head) + size
     return b"".join((_U32X2.pack(4 + cmd_size + len(blob), cmd_size), head, message, blob))
+
+
+class DeliveredEntry(Protocol):
+    """What :func:`encode_messages` reads of each entry (the core's ``Delivery``)."""
+
+    @property
+    def stream_id(self) -> bytes: ...
+    @property
+    def redelivery_count(self) -> int: ...
+    @property
+    def blob(self) -> bytes: ...
+    @property
+    def ack_set(self) -> Sequence[int]: ...
+
+
+def encode_messages(
+    consumer_id: int, partition: int, entries: Iterable[DeliveredEntry]
+) -> list[bytes]:
+    """:func:`encode_message` of each entry of one consumer, ledger and entry ids taken from
+    its stream id ``b"ms-seq"``, as pieces to write one after the other: their
+    concatenation is the frames :func:`encode_message` makes (tested). The consume hot
+    path, one call per dispatch reply: what a run shares is encoded once (the consumer id,
+    the partition, and per ledger id the message's bytes before the entry id: consecutive
+    stream entries share their millisecond), the common case (first delivery, no ack set,
+    entry id below 128) is inlined, and no frame is joined on its own (the connection
+    joins everything it writes once).
+
+    Raises:
+        ValueError: as :func:`encode_message`, or a stream id that is not ``ms-seq``.
+    """
+    consumer = b"\x08" + _uvarint(consumer_id) + b"\x12"
+    tail = b"" if partition == -1 else b"\x18" + _ivarint(partition, 32)
+    entry_ids = _VARINT_1
+    pack = _U32X2.pack
+    pieces: list[bytes] = []
+    extend = pieces.extend
+    last_ms = b""
+    # per ledger id: the message's bytes up to the entry id, the frame's command head and
+    # command size (both fixed by the ledger id's varint length)
+    before_entry = command_head = b""
+    command_size = 0
+    for entry in entries:
+        ms, _, seq = entry.stream_id.partition(b"-")
+        entry_id = int(seq)
+        blob = entry.blob
+        if entry.redelivery_count or entry.ack_set or not 0 <= entry_id < 128:
+            pieces.append(
+                encode_message(
+                    consumer_id,
+                    int(ms),
+                    entry_id,
+                    partition,
+                    entry.redelivery_count,
+                    blob,
+                    entry.ack_set,
+                )
+            )
+            continue
+        if ms != last_ms:
+            ledger = _ledger_varint(int(ms))
+            # MessageIdData: ledgerId (1), entryId (2, one byte), [partition (3)]
+            message_id_size = len(ledger) + 3 + len(tail)
+            before_entry = consumer + _VARINT_1[message_id_size] + b"\x08" + ledger + b"\x10"
+            message_size = len(before_entry) + 1 + len(tail)
+            command_head = _MESSAGE_HEAD[message_size]
+            command_size = 4 + message_size
+            last_ms = ms
+        if len(blob) < _BLOB_HEADER_SIZE or blob[0] != 0x0E or blob[1] != 0x01:
+            _check_blob(blob)  # raises
+        extend(
+            (
+                pack(command_size + 4 + len(blob), command_size),
+                command_head,
+                before_entry,
+                entry_ids[entry_id] + tail if tail else entry_ids[entry_id],
+                blob,
+            )
+        )
+    return pieces

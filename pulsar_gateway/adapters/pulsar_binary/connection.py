@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.adapters.pulsar_binary.commands import (
@@ -344,22 +344,12 @@ class ServerConnection:
         r.message = message
         self._command(cmd)
 
-    def send_message(
-        self,
-        consumer_id: int,
-        ledger_id: int,
-        entry_id: int,
-        partition: int,
-        redelivery_count: int,
-        blob: bytes,
-        ack_set: Sequence[int] = (),
+    def send_messages(
+        self, consumer_id: int, partition: int, entries: Iterable[codec.DeliveredEntry]
     ) -> None:
-        """A MESSAGE frame carrying a stored entry, forwarded without re-encoding."""
-        self._out.append(
-            codec.encode_message(
-                consumer_id, ledger_id, entry_id, partition, redelivery_count, blob, ack_set
-            )
-        )
+        """A MESSAGE frame per stored entry of one consumer (:func:`codec.encode_messages`;
+        its pieces are joined with everything else :meth:`data_to_send` returns)."""
+        self._out += codec.encode_messages(consumer_id, partition, entries)
 
     def send_ack_response(
         self, consumer_id: int, request_id: int, error: int | None = None, message: str = ""

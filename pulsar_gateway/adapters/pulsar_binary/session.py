@@ -85,11 +85,7 @@ class _ConsumerHandle:
         self.partition = partition
 
     def deliver(self, consumer: ConsumerHandle, deliveries: list[Delivery]) -> None:
-        send = self.session.conn.send_message
-        cid, partition = self.consumer_id, self.partition
-        for d in deliveries:
-            ms, _, seq = d.stream_id.partition(b"-")
-            send(cid, int(ms), int(seq), partition, d.redelivery_count, d.blob, d.ack_set)
+        self.session.conn.send_messages(self.consumer_id, self.partition, deliveries)
         self.session.wants_flush()
 
     def active_changed(self, consumer: ConsumerHandle, active: bool) -> None:
