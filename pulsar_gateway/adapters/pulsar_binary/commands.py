@@ -414,6 +414,12 @@ def from_frame(frame: Frame) -> Command:
     Raises:
         InvalidCommand: ``BaseCommand.type`` says X but the X sub-message is missing.
     """
+    send = frame.send
+    if send is not None:  # the decoder's fast path: a SEND read without protobuf objects
+        assert frame.payload is not None
+        return Send(
+            send.producer_id, send.sequence_id, send.num_messages, send.is_chunk, frame.payload
+        )
     c = frame.command
     name = _SUB_MESSAGE.get(c.type)
     if name is not None and not c.HasField(name):

@@ -130,7 +130,7 @@ class ServerConnection:
             except InvalidCommand as exc:
                 self._fail(f"malformed command: {exc}")
                 return
-            self._handle(frame.command.type, command)
+            self._handle(frame.type, command)
 
     def receive_eof(self) -> None:
         """The client closed its side."""
