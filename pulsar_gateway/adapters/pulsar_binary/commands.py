@@ -1,7 +1,8 @@
 """Inbound Pulsar commands as small typed records.
 
 The generated protobuf classes stay at the boundary: :func:`from_frame` turns a decoded
-frame into one of the frozen dataclasses below, converting what the wire encodes oddly
+frame into one of the immutable records below (frozen dataclasses; NamedTuples for the
+per-message ones), converting what the wire encodes oddly
 (``-1`` sent as ``2**64-1``, optional fields with Pulsar defaults) once, so handlers work
 with plain values. Names follow ``BaseCommand.Type``.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pulsar_gateway.adapters.pulsar_binary.codec import Frame, Payload
 from pulsar_gateway.core import MessageId, SchemaData, signed64
@@ -93,8 +94,10 @@ class Producer:
     schema: SchemaData | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+class Send(NamedTuple):
+    """One per produced entry: a NamedTuple, built in a third of a frozen dataclass's time
+    (as ``Flow`` and ``Ack``, the other per-message commands)."""
+
     producer_id: int
     sequence_id: int
     num_messages: int
@@ -122,14 +125,12 @@ class Subscribe:
     schema: SchemaData | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Flow:
+class Flow(NamedTuple):
     consumer_id: int
     permits: int
 
 
-@dataclass(frozen=True, slots=True)
-class Ack:
+class Ack(NamedTuple):
     consumer_id: int
     cumulative: bool
     #: (ledgerId, entryId) of each acked entry (plain tuples: this is per acked message)

@@ -64,6 +64,10 @@ class ConnectionState(enum.Enum):
     CONNECTED = "connected"
     CLOSED = "closed"
 
+    # Members are singletons compared by identity: hash them by identity too, in C
+    # (Enum's own __hash__ is Python code, and ACCEPTS is looked up once per command).
+    __hash__ = object.__hash__
+
 
 _ALL_TYPES = frozenset(pb.BaseCommand.Type.values())
 #: Which command types each state accepts.
@@ -332,7 +336,7 @@ class ServerConnection:
     def send_send_receipt(
         self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int
     ) -> None:
-        self._out.append(codec.encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id))
+        self._out += codec.send_receipt_pieces(producer_id, sequence_id, ledger_id, entry_id)
 
     def send_send_error(self, producer_id: int, sequence_id: int, error: int, message: str) -> None:
         cmd = pb.BaseCommand(type=T.SEND_ERROR)
