@@ -494,6 +494,26 @@ async def test_failed_settle_abandons_the_consumer_holding_the_entries(
     assert [call.args for call in lane.named("release_consumer")] == [(SUB, "gw-0")]
 
 
+async def test_unreadable_entry_in_a_native_read_abandons_the_consumer(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    sub = make_subscription(Shared)
+    lane.on_script("dispatch", lambda keys, args: dispatched())
+    lane.on_command(
+        "XREADGROUP", lambda args: read_reply((b"2000-0", [BLOB, b"a", NUM_MESSAGES, b"many"]))
+    )
+    lane.on_script("release_consumer", lambda keys, args: 1)
+    consumer, sink = add_consumer(sub, "gw-0", permits=10)
+
+    with pytest.raises(ValueError):
+        await sub.dispatcher.run_once()
+    await lane.drain()
+
+    assert consumer.closed
+    assert sink.delivered == []
+    assert [call.args for call in lane.named("release_consumer")] == [(SUB, "gw-0")]
+
+
 async def test_failover_reads_natively_only_once_the_consumer_is_known_active(
     lane: FakeLane, make_subscription: Callable[..., Subscription]
 ) -> None:

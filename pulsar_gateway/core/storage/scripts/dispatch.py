@@ -108,15 +108,7 @@ def decode_dispatch(reply: list[Any]) -> DispatchReply:
         return DispatchReply(status)
     deliveries: list[Delivery] = []
     for i in range(5, len(reply), 4):
-        fields = reply[i + 1]
-        blob = b""
-        num = 1
-        for j in range(0, len(fields), 2):
-            name = fields[j]
-            if name == BLOB:
-                blob = fields[j + 1]
-            elif name == NUM_MESSAGES:
-                num = int(fields[j + 1])
+        blob, num, _ = _read_fields(reply[i + 1])
         delivery = Delivery(reply[i], blob, num, int(reply[i + 2]))
         ack_set = reply[i + 3]
         if ack_set:
@@ -126,6 +118,23 @@ def decode_dispatch(reply: list[Any]) -> DispatchReply:
     return DispatchReply(
         status, bool(reply[1]), int(reply[2]), reply[3], deliveries, now_ms=int(reply[4])
     )
+
+
+def _read_fields(fields: list[bytes]) -> tuple[bytes, int, int | None]:
+    """An entry's blob, number of messages and deliver-at time (None: none) from its flat
+    field list; the only fields a delivery reads."""
+    blob = b""
+    num = 1
+    at = None
+    for j in range(0, len(fields), 2):
+        name = fields[j]
+        if name == BLOB:
+            blob = fields[j + 1]
+        elif name == NUM_MESSAGES:
+            num = int(fields[j + 1])
+        elif name == DELIVER_AT:
+            at = int(fields[j + 1])
+    return blob, num, at
 
 
 def dispatch(
@@ -233,18 +242,20 @@ def dispatch_native(
             if (exc := part.exception()) is not None:
                 result.set_exception(exc)
                 return
-        reply: DispatchReply = control.result()
-        rows = read.result()
+        try:
+            result.set_result(settle(control.result(), read.result()))
+        except Exception as exc:  # an unreadable entry: the caller abandons the consumer
+            result.set_exception(exc)
+
+    def settle(reply: DispatchReply, rows: Any) -> DispatchReply:
         entries = rows[0][1] if rows else []
         if reply.status is not DispatchStatus.OK:
-            if entries:
-                back = [row[0] for row in entries]
-                reply = replace(
-                    reply,
-                    settled=settle_read(lane, keys, subscription, consumer, back[-1], back, []),
-                )
-            result.set_result(reply)
-            return
+            if not entries:
+                return reply
+            back = [row[0] for row in entries]
+            return replace(
+                reply, settled=settle_read(lane, keys, subscription, consumer, back[-1], back, [])
+            )
         left = permits - sum(d.num_messages for d in reply.deliveries)
         now = reply.now_ms
         handed_back: list[bytes] = []
@@ -254,17 +265,7 @@ def dispatch_native(
             if left <= 0:
                 handed_back.append(stream_id)
                 continue
-            blob = b""
-            num = 1
-            at = None
-            for j in range(0, len(fields), 2):
-                name = fields[j]
-                if name == BLOB:
-                    blob = fields[j + 1]
-                elif name == NUM_MESSAGES:
-                    num = int(fields[j + 1])
-                elif name == DELIVER_AT:
-                    at = int(fields[j + 1])
+            blob, num, at = _read_fields(fields)
             if shared and at is not None and at > now:
                 scheduled.append((stream_id, at))
                 continue
@@ -276,7 +277,7 @@ def dispatch_native(
             settled = settle_read(
                 lane, keys, subscription, consumer, last_read, handed_back, scheduled
             )
-        result.set_result(replace(reply, drained=len(entries) < count, settled=settled))
+        return replace(reply, drained=len(entries) < count, settled=settled)
 
     control.add_done_callback(combine)
     read.add_done_callback(combine)
