@@ -65,8 +65,11 @@ def dispatch(
     permits: int,
     per_entry: float = 1,
     sub_type: SubscriptionType = SubscriptionType.SHARED,
+    *,
+    native: bool = False,
 ) -> asyncio.Future[DispatchReply]:
-    return scripts_dispatch.dispatch(
+    call = scripts_dispatch.dispatch_native if native else scripts_dispatch.dispatch
+    return call(
         storage,
         SUB_KEYS,
         subscription=SUB,
@@ -269,17 +272,7 @@ def dispatch_native(
     per_entry: float = 1,
     sub_type: SubscriptionType = SubscriptionType.SHARED,
 ) -> asyncio.Future[DispatchReply]:
-    return scripts_dispatch.dispatch_native(
-        storage,
-        SUB_KEYS,
-        subscription=SUB,
-        consumer=uid,
-        permits=permits,
-        messages_per_entry=per_entry,
-        lease_ms=LEASE,
-        subscription_type=sub_type,
-        partition=-1,
-    )
+    return dispatch(storage, uid, permits, per_entry, sub_type, native=True)
 
 
 async def append_delayed(storage: Lane, count: int, deliver_at: int) -> list[bytes]:

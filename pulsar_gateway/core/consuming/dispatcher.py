@@ -270,20 +270,9 @@ class Dispatcher:
     ) -> asyncio.Future[DispatchReply]:
         if self.subscription.read_compacted:  # the compacted view first (docs/lifecycle.md)
             return self._request_compacted(consumer, permits)
-        if lone and self._reads_natively(consumer):
-            sub = self.subscription
-            return dispatch.dispatch_native(
-                sub.lane,
-                sub.keys,
-                subscription=sub.name,
-                consumer=consumer.uid,
-                permits=permits,
-                messages_per_entry=self._messages_per_entry,
-                lease_ms=sub.lease_ms,
-                subscription_type=sub.type,
-                partition=sub.partition,
-            )
-        return self._request_plain(consumer, permits)
+        return self._request_plain(
+            consumer, permits, native=lone and self._reads_natively(consumer)
+        )
 
     def _reads_natively(self, consumer: Consumer) -> bool:
         """Whether a lone consumer's new entries are read natively (``dispatch_native``):
@@ -295,7 +284,9 @@ class Dispatcher:
             return consumer.active is True
         return sub_type is not SubscriptionType.KEY_SHARED
 
-    def _request_plain(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
+    def _request_plain(
+        self, consumer: Consumer, permits: int, *, native: bool = False
+    ) -> asyncio.Future[DispatchReply]:
         sub = self.subscription
         if sub.type is SubscriptionType.KEY_SHARED:
             return dispatch.dispatch_key_shared(
@@ -307,7 +298,8 @@ class Dispatcher:
                 messages_per_entry=self._messages_per_entry,
                 lease_ms=sub.lease_ms,
             )
-        return dispatch.dispatch(
+        call = dispatch.dispatch_native if native else dispatch.dispatch
+        return call(
             sub.lane,
             sub.keys,
             subscription=sub.name,

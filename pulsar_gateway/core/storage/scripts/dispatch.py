@@ -148,25 +148,20 @@ def dispatch(
     lease_ms: int,
     subscription_type: SubscriptionType,
     partition: int,
+    new_entries: bool = True,
 ) -> asyncio.Future[DispatchReply]:
     """Hand up to ``permits`` messages of an Exclusive, Shared or Failover subscription to
     ``consumer`` (its uid): redeliveries first, then due scheduled messages, then new
-    entries. ``messages_per_entry`` sizes the first read; ``partition`` picks the active
-    Failover consumer of a partition (-1 for none)."""
-    return lane.eval(
-        _DISPATCH,
-        keys.all,
-        _args(
-            subscription,
-            consumer,
-            permits,
-            messages_per_entry,
-            lease_ms,
-            int(subscription_type),
-            partition,
-        ),
-        decode_dispatch,
+    entries (unless ``new_entries`` is False: :func:`dispatch_native` reads them).
+    ``messages_per_entry`` sizes the first read; ``partition`` picks the active Failover
+    consumer of a partition (-1 for none)."""
+    args = _args(
+        subscription, consumer, permits, messages_per_entry, lease_ms, int(subscription_type)
     )
+    args.append(partition)
+    if not new_entries:
+        args.append(1)  # ARGV[8]: the caller reads new entries natively
+    return lane.eval(_DISPATCH, keys.all, args, decode_dispatch)
 
 
 class CommandRunner(ScriptRunner, Protocol):
@@ -209,20 +204,17 @@ def dispatch_native(
     ``drained`` tells whether the read reached the end of the stream.
     """
     count = max(1, int(permits / max(messages_per_entry, 1.0)))
-    control = lane.eval(
-        _DISPATCH,
-        keys.all,
-        _args(
-            subscription,
-            consumer,
-            permits,
-            messages_per_entry,
-            lease_ms,
-            int(subscription_type),
-            partition,
-            1,
-        ),
-        decode_dispatch,
+    control = dispatch(
+        lane,
+        keys,
+        subscription=subscription,
+        consumer=consumer,
+        permits=permits,
+        messages_per_entry=messages_per_entry,
+        lease_ms=lease_ms,
+        subscription_type=subscription_type,
+        partition=partition,
+        new_entries=False,
     )
     read = lane.call(
         "XREADGROUP", "GROUP", subscription, consumer, "COUNT", count, "STREAMS", keys.stream, ">"

@@ -90,13 +90,7 @@ end
 -- 3. new entries (unless the caller reads them natively)
 if not native then
   read_new(k, group, uid, remaining, per_entry, math.huge, function(entry)
-    if schedule then
-      local at = deliver_later(entry[2], now)
-      if at then
-        schedule.add(entry[1], at)
-        return 0
-      end
-    end
+    if held_back(schedule, entry, now) then return 0 end
     return emit(out, entry[1], entry[2], 0, nil)
   end, schedule and schedule.full)
 end

@@ -143,11 +143,7 @@ end
 local schedule = new_schedule(k, group)
 if not truncated then
   read_new(k, group, uid, remaining, per_entry, READ_LIMIT, function(entry)
-    local at = deliver_later(entry[2], now)
-    if at then
-      schedule.add(entry[1], at)
-      return 0
-    end
+    if held_back(schedule, entry, now) then return 0 end
     local target = route(entry[2])
     if not target then return emit(out, entry[1], entry[2], 0, nil) end
     -- read but not sent: the delivery XREADGROUP counted is taken back

@@ -160,6 +160,16 @@ local function deliver_later(fields, now)
   return nil
 end
 
+-- With `schedule` (a Shared subscription's new_schedule), schedule `entry` ({id, fields})
+-- if its deliver-at time is still ahead of `now`; true when it was.
+local function held_back(schedule, entry, now)
+  if not schedule then return false end
+  local at = deliver_later(entry[2], now)
+  if not at then return false end
+  schedule.add(entry[1], at)
+  return true
+end
+
 -- Claim entry `id` (pending at `owner`) for consumer `uid`, counting a delivery, and emit it.
 -- Returns the permits used, or nil when the entry left the stream meanwhile (then it is acked).
 -- With `schedule` (a Shared subscription's new_schedule), an entry whose deliver-at time is
@@ -170,13 +180,7 @@ local function claim_and_emit(k, group, uid, id, delivered_before, out, schedule
   local claimed = redis.call('XCLAIM', k.stream, group, uid, 0, id)
   local entry = claimed[1]
   if entry and entry[2] then
-    if schedule then
-      local at = deliver_later(entry[2], now)
-      if at then
-        schedule.add(entry[1], at)
-        return 0
-      end
-    end
+    if held_back(schedule, entry, now) then return 0 end
     return emit(out, entry[1], entry[2], delivered_before, k.acksets)
   end
   -- trimmed from the stream meanwhile (retention, TTL): nothing left to deliver
