@@ -353,6 +353,22 @@ async def test_native_read_schedules_entries_not_yet_due_on_shared_only(storage)
     assert await storage.call("ZCARD", SUB_KEYS.delayed) == 2
 
 
+async def test_native_read_schedules_delayed_entries_among_many_sent_ones(storage):
+    """The entries sent are pending at the consumer too, between the delayed ones: all
+    delayed ones are scheduled however many sent ones lie between them."""
+    await subscribe(storage, "g-1")
+    now = await redis_now_ms(storage)
+    first = await append_delayed(storage, 1, deliver_at=now + 60_000)
+    sent = await append(storage, 30)
+    last = await append_delayed(storage, 1, deliver_at=now + 60_000)
+    reply = await dispatch_native(storage, "g-1", permits=100)
+    assert [d.stream_id for d in reply.deliveries] == sent
+    assert reply.settled is not None
+    await reply.settled
+    assert [i for i, _ in await pending_at(storage, "~delayed")] == first + last
+    assert [i for i, _ in await pending_at(storage, "g-1")] == sent
+
+
 async def test_native_read_on_exclusive_delivers_delayed_entries_at_once(storage):
     await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
     now = await redis_now_ms(storage)

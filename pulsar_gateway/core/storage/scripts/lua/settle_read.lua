@@ -35,7 +35,8 @@ local group, uid, last_read = ARGV[1], ARGV[2], ARGV[3]
 local n = tonumber(ARGV[4])
 if not group_exists(k.stream, group) then return {0, -1} end
 
--- the ids of this call still pending at uid, in one XPENDING over their range
+-- the ids of this call still pending at uid, in one XPENDING over their range (which also
+-- holds the entries of the read that were sent, pending at uid too: no count limit)
 local first, last
 local function widen(id)
   if not first or id_less(id, first) then first = id end
@@ -46,7 +47,7 @@ for i = 5, #ARGV do
 end
 local held = {}
 if first then
-  for _, p in ipairs(redis.call('XPENDING', k.stream, group, first, last, #ARGV, uid)) do
+  for _, p in ipairs(redis.call('XPENDING', k.stream, group, first, last, 1000000000, uid)) do
     held[p[1]] = true
   end
 end
