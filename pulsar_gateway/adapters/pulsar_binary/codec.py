@@ -903,7 +903,6 @@ def encode_messages(
     """
     consumer = b"\x08" + _uvarint(consumer_id) + b"\x12"
     tail = b"" if partition == -1 else b"\x18" + _ivarint(partition, 32)
-    entry_ids = _VARINT_1
     pack = _U32X2.pack
     pieces: list[bytes] = []
     extend = pieces.extend
@@ -945,7 +944,7 @@ def encode_messages(
                 pack(command_size + 4 + len(blob), command_size),
                 command_head,
                 before_entry,
-                entry_ids[entry_id] + tail if tail else entry_ids[entry_id],
+                _VARINT_1[entry_id] + tail if tail else _VARINT_1[entry_id],
                 blob,
             )
         )

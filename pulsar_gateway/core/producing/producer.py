@@ -30,7 +30,7 @@ from typing import Protocol
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
-from pulsar_gateway.core.model.entry import BLOB, entry_fields
+from pulsar_gateway.core.model.entry import entry_fields
 from pulsar_gateway.core.model.key_shared import sticky_key_hash
 from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
@@ -203,6 +203,8 @@ class Producer:
             DeliveryDelayNotAllowed: the requested delay exceeds the policy's maximum.
         """
         policy = self.delayed_delivery
+        if requested is None and not policy.fixed_delay_ms:
+            return None  # nothing to refuse or to delay: the common case, no policy calls
         name = self.topic.name
         try:
             at = policy.deliver_at(publish_time, requested)
@@ -238,21 +240,15 @@ class Producer:
         Raises:
             DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
         """
-        if deliver_at is None and not self.delayed_delivery.fixed_delay_ms:
-            at = None  # the policy can neither refuse nor delay it (the common case)
-        else:
-            at = self._deliver_at(publish_time, deliver_at)
-        if num_messages == 1 and sticky_key is None and chunk is None and at is None:
-            fut = self._lane.call("XADD", self._stream, "*", BLOB, blob)  # entry_fields' case
-        else:
-            fields = entry_fields(
-                blob,
-                num_messages,
-                key_hash=None if sticky_key is None else sticky_key_hash(sticky_key),
-                chunk=chunk,
-                deliver_at=at,
-            )
-            fut = self._lane.call("XADD", self._stream, "*", *fields)
+        at = self._deliver_at(publish_time, deliver_at)
+        fields = entry_fields(
+            blob,
+            num_messages,
+            key_hash=None if sticky_key is None else sticky_key_hash(sticky_key),
+            chunk=chunk,
+            deliver_at=at,
+        )
+        fut = self._lane.call("XADD", self._stream, "*", *fields)
         self._appended(blob, num_messages)
         return fut
 
