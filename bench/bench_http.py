@@ -3,7 +3,8 @@
 Usage::
 
     .venv/bin/python bench/bench_http.py [--messages N] [--quick] [--window W]
-                                         [--metrics-topics M] [--json PATH]
+                                         [--metrics-topics M] [--only CASE ...]
+                                         [--profile DIR] [--json PATH]
 
 One run starts its own redis-server (temp dir, free port, no RDB snapshots, AOF off) and one
 gateway subprocess on it (helpers shared with ``bench/bench.py``), then measures, with
@@ -32,6 +33,10 @@ gateway subprocess on it (helpers shared with ``bench/bench.py``), then measures
    of the M topics. Also, untimed: the latency of health checks sent every 5 ms while the
    gateway is idle and while it serves 5 scrapes, since a scrape renders in the event loop
    and every other client of the gateway waits meanwhile.
+
+``--only CASE`` (repeatable: ws-produce, ws-consume, rest, stats, metrics) runs some cases;
+``--profile DIR`` py-spies the gateway during each timed gateway section, as
+``bench/bench.py`` does, and prints its hottest functions.
 
 Raw figures are measured in the same run (absolute numbers move between runs on a shared
 machine; compare ratios). Every gateway case uses fresh topics and is preceded by an
@@ -69,6 +74,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -84,7 +90,9 @@ from bench import (
     BenchError,
     CpuMeter,
     GatewayProcess,
+    Profiler,
     RedisServer,
+    find_py_spy,
     fmt_rate,
     git_describe,
     run_cli,
@@ -102,6 +110,8 @@ STATS_SUBSCRIPTIONS = 3
 METRICS_TOPIC_MESSAGES = 10  # messages in each topic of the /metrics case
 SETUP_CONCURRENCY = 8  # untimed admin requests in flight when creating/deleting topics
 KEYS = KeySchema(KEY_PREFIX)
+#: The cases, in the order they run (``--only`` picks some).
+CASES = ("ws-produce", "ws-consume", "rest", "stats", "metrics")
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -146,6 +156,12 @@ class HttpBench:
         self.cpu = CpuMeter(
             {"gateway": gw.ps, "redis": psutil.Process(rds.proc.pid), "client": psutil.Process()}
         )
+        self.profiler = Profiler(
+            find_py_spy(args.py_spy) if args.profile else None,
+            Path(args.profile) if args.profile else None,
+            gw.pid,
+            args.profile_rate,
+        )
         self.sections: dict[str, Section] = {}
         self.rss: dict[str, int] = {"start": gw.rss()}
         self.deleted: list[str] = []  # topics deleted through the admin API
@@ -179,9 +195,13 @@ class HttpBench:
 
     @contextlib.contextmanager
     def measure(self, key: str, units: int) -> Iterator[None]:
-        s0, c0, t0 = self.commandstats(), self.cpu.snapshot(), time.perf_counter()
-        yield
-        t1, c1, s1 = time.perf_counter(), self.cpu.snapshot(), self.commandstats()
+        """Time a section, its CPU and Redis calls (and py-spy it, a gateway section of a
+        ``--profile`` run)."""
+        profiled = self.profiler.record(key) if not key.startswith("raw") else None
+        with profiled or contextlib.nullcontext():
+            s0, c0, t0 = self.commandstats(), self.cpu.snapshot(), time.perf_counter()
+            yield
+            t1, c1, s1 = time.perf_counter(), self.cpu.snapshot(), self.commandstats()
         calls = {k: v - s0.get(k, 0) for k, v in s1.items() if v > s0.get(k, 0)}
         calls.pop("info", None)  # this method's own INFO commandstats
         self.sections[key] = Section(t1 - t0, CpuMeter.percent(c0, c1, t1 - t0), units, calls)
@@ -799,6 +819,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--scrapes", type=int, default=None, help="timed /metrics scrapes (20; 10 with --quick)"
     )
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=CASES,
+        help="run only this case (repeatable; default all)",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="DIR",
+        default=None,
+        help="py-spy record the gateway during each timed gateway case into DIR",
+    )
+    p.add_argument("--py-spy", default=None, help="path of the py-spy binary")
+    p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
     p.add_argument("--json", metavar="PATH", default=None, help="also write results as JSON")
     args = p.parse_args(argv)
     if args.messages is None:
@@ -816,6 +850,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     env = BenchEnv("pgw-bench-http-")
     log, cleanup, watchdog = env.log, env.cleanup, env.watchdog
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        if find_py_spy(args.py_spy) is None:
+            raise BenchError("--profile needs py-spy (pip install py-spy, or --py-spy PATH)")
     bench: HttpBench | None = None
     results: list[Result] = []
     checks: dict[str, Any] = {}
@@ -846,27 +884,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             clients_start = bench.clients()
 
         b = bench
-        ws_produce = case("WebSocket produce", b.gw_ws_produce)
-        raw_xadd = case("raw XADD", b.raw_produce)
-        ws_produce.raw = raw_xadd
-        results.append(logged(ws_produce))
-        ws_consume = case("WebSocket consume", b.gw_ws_consume)
-        ws_consume.raw = case("raw consume", b.raw_consume)
-        results.append(logged(ws_consume))
-        rest = case("REST produce", b.gw_rest_produce)
-        rest.raw = case("raw XADD (again, for REST produce)", b.raw_produce)
-        results.append(logged(rest))
-        stats_p50, stats_p99, stats_topic = case("topic stats", b.gw_stats)
-        results += [logged(stats_p50), logged(stats_p99)]
+        only = set(args.only or CASES)
+        if "ws-produce" in only:
+            ws_produce = case("WebSocket produce", b.gw_ws_produce)
+            ws_produce.raw = case("raw XADD", b.raw_produce)
+            results.append(logged(ws_produce))
+        if "ws-consume" in only:
+            ws_consume = case("WebSocket consume", b.gw_ws_consume)
+            ws_consume.raw = case("raw consume", b.raw_consume)
+            results.append(logged(ws_consume))
+        if "rest" in only:
+            rest = case("REST produce", b.gw_rest_produce)
+            rest.raw = case("raw XADD (for REST produce)", b.raw_produce)
+            results.append(logged(rest))
+        dropped: list[str] = []
+        if "stats" in only:
+            stats_p50, stats_p99, stats_topic = case("topic stats", b.gw_stats)
+            results += [logged(stats_p50), logged(stats_p99)]
+            dropped.append(stats_topic)
         m = args.metrics_topics
-        metrics_limit = 2 * (180 + m / 5 + args.scrapes * (5 + m / 100))
-        metrics_p50, metrics_max, metrics_topics = case(
-            "/metrics scrapes", b.gw_metrics, metrics_limit
-        )
-        results += [logged(metrics_p50), logged(metrics_max)]
+        if "metrics" in only:
+            metrics_limit = 2 * (180 + m / 5 + args.scrapes * (5 + m / 100))
+            metrics_p50, metrics_max, metrics_topics = case(
+                "/metrics scrapes", b.gw_metrics, metrics_limit
+            )
+            results += [logged(metrics_p50), logged(metrics_max)]
+            dropped += metrics_topics
 
         def finish() -> None:
-            b.drop(stats_topic, *metrics_topics)
+            b.drop(*dropped)
             time.sleep(1.0)  # let the gateway release what it held for the topics
             checks["websocket sessions open at the end"] = b.metrics_gauge(
                 "pulsar_gateway_connections", 'protocol="websocket"'
@@ -884,7 +930,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if opened:
                 checks["Redis connections opened during the run and still open"] = opened
             checks["GET stats of deleted topics (expect 404)"] = [
-                b.status_of_stats(t) for t in (stats_topic, metrics_topics[-1])
+                b.status_of_stats(t) for t in (dropped[:1] + dropped[-1:])
             ]
             b.rss["end (all bench topics deleted)"] = gw.rss()
 
@@ -943,7 +989,8 @@ def report(
     runtime: float,
 ) -> None:
     out = [
-        "# pulsar-redis-gateway HTTP front bench",
+        "# pulsar-redis-gateway HTTP front bench"
+        + (" — PROFILED RUN (py-spy attached)" if args.profile else ""),
         "",
         f"- command: `{shlex.join([sys.executable, *sys.argv])}`",
         f'- Redis {rds.version}, AOF off (`--save ""`); gateway {git_describe()}',
@@ -994,6 +1041,10 @@ def report(
         out += [f"    {line[:300]}" for line in problems[:10]]
     out += ["", f"- load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
     out += ["", f"Runtime: {runtime:.1f}s"]
+    if bench.profiler.reports:
+        out += ["", "## Gateway profiles (py-spy, hottest functions by own time)"]
+        for name, text in bench.profiler.reports.items():
+            out += ["", f"### {name}", "", text]
     print("\n".join(out), flush=True)
 
 
