@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import struct
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
@@ -24,7 +25,6 @@ from pulsar_gateway.adapters.pulsar_binary.codec import (
     CodecError,
     make_blob,
     parse_batch,
-    parse_blob,
 )
 from pulsar_gateway.adapters.pulsar_binary.entry_format import compress, decompress
 from pulsar_gateway.core import EntryFormatError, MessageId, signed64
@@ -44,6 +44,9 @@ __all__ = [
 ]
 
 _U64_MASK = (1 << 64) - 1
+#: magic 0x0e01, CRC32C, metadataSize: what precedes a blob's metadata (protocol brief 1.2)
+_BLOB_HEADER_SIZE = 10
+_U32 = struct.Struct(">I")
 
 
 class MessageFormatError(ValueError):
@@ -156,39 +159,35 @@ def unpack_entry(
     Raises:
         MessageFormatError: the blob is not a readable Pulsar entry.
     """
-    try:
-        parsed = parse_blob(blob)
-    except CodecError as exc:
-        raise MessageFormatError(str(exc)) from exc
-    md = parsed.metadata
+    md, payload = _read_blob(blob)
     base = MessageId.from_stream_id(stream_id, partition)
     deliver_at = md.deliver_at_time if md.HasField("deliver_at_time") else None
     schema = md.schema_version if md.HasField("schema_version") else None
     encrypted = bool(md.encryption_keys)
-    batched = md.HasField("num_messages_in_batch") and not encrypted
-    if not batched:
-        payload = parsed.payload
+    if encrypted or not md.HasField("num_messages_in_batch"):
         if not encrypted:
             payload = _decompress(md, payload)
+        # positional: a dozen keywords cost more than the rest of this path
         return [
             ReceivedMessage(
-                message_id=base,
-                payload=payload,
-                key=md.partition_key if md.HasField("partition_key") else None,
-                properties={kv.key: kv.value for kv in md.properties},
-                publish_time=md.publish_time,
-                event_time=md.event_time,
-                producer_name=md.producer_name,
-                sequence_id=md.sequence_id,
-                redelivery_count=redelivery_count,
-                ordering_key=md.ordering_key if md.HasField("ordering_key") else None,
-                deliver_at=deliver_at,
-                schema_version=schema,
-                encrypted=encrypted,
+                base,
+                payload,
+                md.partition_key if md.HasField("partition_key") else None,
+                {kv.key: kv.value for kv in md.properties} if md.properties else {},
+                md.publish_time,
+                md.event_time,
+                md.producer_name,
+                md.sequence_id,
+                redelivery_count,
+                md.ordering_key if md.HasField("ordering_key") else None,
+                deliver_at,
+                0,
+                schema,
+                encrypted,
             )
         ]
     try:
-        singles = parse_batch(_decompress(md, parsed.payload), md.num_messages_in_batch)
+        singles = parse_batch(_decompress(md, payload), md.num_messages_in_batch)
     except CodecError as exc:
         raise MessageFormatError(str(exc)) from exc
     out = []
@@ -216,6 +215,30 @@ def unpack_entry(
             )
         )
     return out
+
+
+def _read_blob(blob: bytes) -> tuple[pb.MessageMetadata, bytes]:
+    """A stored blob's metadata and payload.
+
+    Neither the checksum nor the required fields are checked again: both were when the
+    entry was appended (``codec`` for a binary SEND, :func:`encode_entry` for the others),
+    and checking them costs more than the rest of a delivery here. Bytes that are not a
+    blob still raise.
+
+    Raises:
+        MessageFormatError: no magic, truncated, or metadata that is not protobuf.
+    """
+    size = len(blob)
+    if size < _BLOB_HEADER_SIZE or blob[0] != 0x0E or blob[1] != 0x01:
+        raise MessageFormatError("not a blob: expected magic 0x0e01, CRC32C and metadataSize")
+    end = _BLOB_HEADER_SIZE + _U32.unpack_from(blob, 6)[0]
+    if end > size:
+        raise MessageFormatError(f"metadataSize exceeds the {size} bytes of the blob")
+    try:
+        metadata = pb.MessageMetadata.FromString(bytes(blob[_BLOB_HEADER_SIZE:end]))
+    except DecodeError as exc:
+        raise MessageFormatError(f"MessageMetadata: invalid protobuf ({exc})") from exc
+    return metadata, bytes(blob[end:])
 
 
 def _decompress(md: pb.MessageMetadata, payload: bytes) -> bytes:

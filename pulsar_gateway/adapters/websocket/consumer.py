@@ -95,6 +95,9 @@ log = logging.getLogger(__name__)
 PATTERN_REFRESH_SECONDS = 1.0
 #: Longest pause between ack-timeout checks (the Java client's ``ackTimeoutTickTime``).
 ACK_TIMEOUT_TICK_SECONDS = 1.0
+#: Pushed messages written to the socket at once (one system call), at most: the first of
+#: a large prefetch is not held back until the last is encoded.
+_FRAMES_PER_WRITE = 64
 #: Java client ``RetryMessageUtil`` property names of a dead letter.
 REAL_TOPIC = "REAL_TOPIC"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -145,14 +148,13 @@ class _Handle:
     #: permits taken by messages that left the queue, not yet given back
     to_return: int = 0
     from_pattern: bool = False
+    #: the topic's full name and partition index, read once (both are used per message)
+    key: str = field(init=False)
+    partition: int = field(init=False)
 
-    @property
-    def key(self) -> str:
-        return str(self.topic)
-
-    @property
-    def partition(self) -> int:
-        return self.topic.partition_index
+    def __post_init__(self) -> None:
+        self.key = str(self.topic)
+        self.partition = self.topic.partition_index
 
     # ConsumerSink
     def deliver(self, consumer: ConsumerHandle, deliveries: list[Delivery]) -> None:
@@ -165,26 +167,53 @@ class _Handle:
         pass
 
 
+#: A pushed message's place in the window: topic, ledger, entry, batch index.
+_PushedKey = tuple[str, int, int, int]
+
+
 @dataclass(slots=True)
 class _Pushed:
-    """A message pushed to the client and not yet acknowledged."""
+    """A message pushed to the client and not yet acknowledged, with the ``messageId``
+    text it was pushed with."""
 
     handle: _Handle
     message_id: MessageId
     batch_size: int
     deadline: float
+    key: _PushedKey
+    text: str
 
 
 @dataclass
 class _Window:
     """How many pushed messages the client may hold (``receiverQueueSize``), or in pull
-    mode the permits it granted."""
+    mode the permits it granted.
+
+    ``pushed`` is in push (hence deadline) order. ``by_text`` finds a pushed message by
+    the ``messageId`` text it was pushed with, as clients send it back in their acks, so
+    an ack needs no decoding; kept only while those texts are unique (one topic: the
+    partition index tells partitions apart, not topics).
+    """
 
     size: int
     pull: bool = False
     credit: int = 0
     reader_pending: int = 0
-    pushed: dict[tuple[str, int, int, int], _Pushed] = field(default_factory=dict)
+    pushed: dict[_PushedKey, _Pushed] = field(default_factory=dict)
+    by_text: dict[str, _Pushed] | None = field(default_factory=dict)
+
+    def add(self, item: _Pushed) -> None:
+        """Remember a pushed message (again: a redelivered one moves to the end)."""
+        self.remove(item.key)
+        self.pushed[item.key] = item
+        if self.by_text is not None:
+            self.by_text[item.text] = item
+
+    def remove(self, key: _PushedKey) -> _Pushed | None:
+        item = self.pushed.pop(key, None)
+        if item is not None and self.by_text is not None:
+            self.by_text.pop(item.text, None)
+        return item
 
 
 class ConsumerEndpoint:
@@ -207,6 +236,8 @@ class ConsumerEndpoint:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
         self._dead_letters: dict[str, asyncio.Future[TopicProducer]] = {}
+        #: acks of this loop tick, sent together at its end (:meth:`_queue_ack`)
+        self._acks: dict[ConsumerHandle, list[bytes]] = {}
         self.closed = False
 
     # -- opening (before the upgrade) -----------------------------------------------------
@@ -218,6 +249,8 @@ class ConsumerEndpoint:
         # receiverQueueSize 0 still lets one message through (maxPendingMessages = 1).
         self.prefetch = max(params.receiver_queue_size, 1)
         self.window = _Window(size=self.prefetch, pull=params.pull_mode)
+        if self.mode is Mode.MULTI_TOPIC:
+            self.window.by_text = None  # two topics can push the same id text
 
     async def open_consumer(
         self, topics: list[TopicName], subscription: str, params: ConsumerParams
@@ -372,9 +405,11 @@ class ConsumerEndpoint:
         loop = asyncio.get_running_loop()
         timeout_s = self.params.ack_timeout_ms / 1000 if self.params.ack_timeout_ms else math.inf
         window = self.window
+        reader = self.mode is Mode.READER
         while True:
             await self._wake.wait()
             self._wake.clear()
+            texts: list[str] = []
             while self.queue and self._can_push():
                 handle, message = self.queue.popleft()
                 consumer = handle.consumer
@@ -382,20 +417,22 @@ class ConsumerEndpoint:
                     continue
                 self._give_back(handle, 1)
                 mid = message.message_id
+                id_text = encode_message_id(mid, message.batch_size)
                 if window.pull:
                     window.credit -= 1
-                if self.mode is Mode.READER:
+                if reader:
                     window.reader_pending += 1
                 else:
                     key = (handle.key, mid.ledger_id, mid.entry_id, mid.batch_index)
-                    # re-inserted at the end, so the dict stays in push (deadline) order
-                    window.pushed.pop(key, None)
-                    window.pushed[key] = _Pushed(
-                        handle, mid, message.batch_size, loop.time() + timeout_s
-                    )
-                text = frames.consumer_message(message, encode_message_id(mid, message.batch_size))
-                if not await session.send(text):
-                    return
+                    deadline = loop.time() + timeout_s
+                    window.add(_Pushed(handle, mid, message.batch_size, deadline, key, id_text))
+                texts.append(frames.consumer_message(message, id_text))
+                if len(texts) == _FRAMES_PER_WRITE:
+                    if not await session.send_many(texts):
+                        return
+                    texts = []
+            if texts and not await session.send_many(texts):
+                return
 
     # -- ack timeout and negative acks ----------------------------------------------------
 
@@ -411,7 +448,7 @@ class ConsumerEndpoint:
             for key, item in list(pushed.items()):
                 if item.deadline > now:
                     break  # push order is deadline order
-                del pushed[key]
+                self.window.remove(key)
                 expired.setdefault(item.handle, set()).add(item.message_id.stream_id)
             for handle, ids in expired.items():
                 self._redeliver(handle, sorted(ids))
@@ -506,10 +543,22 @@ class ConsumerEndpoint:
         session = self.session
         assert session is not None
         try:
-            command = frames.parse_consumer_command(text)
+            obj = frames.read_command(text)
+            pushed = self._acked_pushed(obj)
+            if pushed is None:
+                command = frames.consumer_command(obj)
         except frames.FrameError as exc:
             session.count_error("FailedToDeserializeFromJSON")
             await session.send(frames.command_error(exc.code, str(exc)))
+            return
+        if pushed is not None:
+            # the common command: an ack of a pushed message, its id text as pushed
+            session.count_command("ack")
+            self.window.remove(pushed.key)
+            self._wake.set()
+            consumer = pushed.handle.consumer
+            assert consumer is not None
+            self._ack_message(consumer, pushed.message_id, pushed.batch_size, pushed.text)
             return
         session.count_command(command.type)
         if command.type == "isEndOfTopic":
@@ -574,11 +623,22 @@ class ConsumerEndpoint:
             return next(iter(self.handles.values()))
         return None
 
+    def _acked_pushed(self, obj: dict[str, Any]) -> _Pushed | None:
+        """The pushed message a plain ack command names by the very text it was pushed
+        with, if that is what ``obj`` is; None for anything else (read the long way)."""
+        by_text = self.window.by_text
+        kind = obj.get("type")
+        if by_text is None or self.mode is not Mode.CONSUMER or (kind and kind != "ack"):
+            return None
+        text = obj.get("messageId")
+        pushed = by_text.get(text) if isinstance(text, str) else None
+        if pushed is None or pushed.handle.consumer is None:
+            return None
+        return pushed
+
     def _take(self, handle: _Handle, mid: MessageId) -> _Pushed | None:
         """Forget a pushed message (acked or nacked): its place in the window is free."""
-        item = self.window.pushed.pop(
-            (handle.key, mid.ledger_id, mid.entry_id, mid.batch_index), None
-        )
+        item = self.window.remove((handle.key, mid.ledger_id, mid.entry_id, mid.batch_index))
         if item is not None:
             self._wake.set()
         return item
@@ -589,6 +649,11 @@ class ConsumerEndpoint:
         mid = target.message_id
         item = self._take(handle, mid)
         batch_size = target.batch_size or (item.batch_size if item else 0)
+        self._ack_message(consumer, mid, batch_size, target.text)
+
+    def _ack_message(
+        self, consumer: ConsumerHandle, mid: MessageId, batch_size: int, text: str
+    ) -> None:
         sid = mid.stream_id
         if mid.batch_index >= 0 and batch_size > 1:
             # One message of a batch: the core's batch-index ack; the entry is acked once
@@ -596,9 +661,25 @@ class ConsumerEndpoint:
             acked = range(mid.batch_index, mid.batch_index + 1)
             consumer.ack_batch_indexes([(sid, _unacked_bits(batch_size, acked))])
         elif mid.batch_index >= 0 and batch_size == 0:
-            raise ValueError(f"Message id {target.text[:100]} has a batch index but no batch size")
+            raise ValueError(f"Message id {text[:100]} has a batch index but no batch size")
         else:
-            consumer.ack([sid])
+            self._queue_ack(consumer, sid)
+
+    def _queue_ack(self, consumer: ConsumerHandle, sid: bytes) -> None:
+        """Acknowledge an entry with the others acked in this loop tick: one ``XACK`` of
+        many ids instead of one each (a client of this API acks message by message)."""
+        ids = self._acks.get(consumer)
+        if ids is not None:
+            ids.append(sid)
+            return
+        self._acks[consumer] = [sid]
+        if len(self._acks) == 1:
+            asyncio.get_running_loop().call_soon(self._send_acks)
+
+    def _send_acks(self) -> None:
+        acks, self._acks = self._acks, {}
+        for consumer, ids in acks.items():
+            consumer.ack(ids)
 
     def _negative_ack(self, handle: _Handle, target: frames.AckTarget) -> None:
         mid = target.message_id
@@ -632,11 +713,12 @@ class ConsumerEndpoint:
         for key, pushed in list(self.window.pushed.items()):
             pid = pushed.message_id
             if pushed.handle is handle and (pid.ledger_id, pid.entry_id, pid.batch_index) <= upto:
-                del self.window.pushed[key]
+                self.window.remove(key)
         self._wake.set()
 
     async def _unsubscribe(self) -> None:
         assert self.session is not None
+        self._send_acks()
         try:
             for handle in list(self.handles.values()):
                 if handle.consumer is not None:
@@ -699,6 +781,7 @@ class ConsumerEndpoint:
         if self.closed:
             return
         self.closed = True
+        self._send_acks()  # before the consumers close: what was acked stays acked
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

@@ -46,6 +46,7 @@ __all__ = [
     "FrameError",
     "ProducerRequest",
     "command_error",
+    "consumer_command",
     "consumer_message",
     "end_of_topic",
     "format_time",
@@ -54,6 +55,7 @@ __all__ = [
     "parse_time",
     "producer_error",
     "producer_ok",
+    "read_command",
 ]
 
 #: ``WebSocketError`` codes.
@@ -297,12 +299,22 @@ def _ack_target(text: Any) -> AckTarget:
 
 
 def parse_consumer_command(text: str | bytes) -> ConsumerCommand:
-    """Read one consumer/reader frame (``ConsumerHandler.onWebSocketText``).
+    """Read one consumer/reader frame (``ConsumerHandler.onWebSocketText``):
+    :func:`consumer_command` of :func:`read_command`.
 
     Raises:
         FrameError: (code 3) not JSON, not an object, an unknown ``type``, a missing or
             unreadable ``messageId``, or a ``permit`` without a positive
             ``permitMessages``.
+    """
+    return consumer_command(read_command(text))
+
+
+def read_command(text: str | bytes) -> dict[str, Any]:
+    """The JSON object of a consumer/reader frame, not checked further.
+
+    Raises:
+        FrameError: (code 3) not JSON, or not an object.
     """
     try:
         obj = orjson.loads(text)
@@ -310,6 +322,15 @@ def parse_consumer_command(text: str | bytes) -> ConsumerCommand:
         raise FrameError(FAILED_TO_DESERIALIZE, f"Invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise FrameError(FAILED_TO_DESERIALIZE, "A command must be a JSON object")
+    return obj
+
+
+def consumer_command(obj: dict[str, Any]) -> ConsumerCommand:
+    """The command of a frame's JSON object (:func:`read_command`).
+
+    Raises:
+        FrameError: as :func:`parse_consumer_command`.
+    """
     kind = obj.get("type") or "ack"
     if not isinstance(kind, str) or kind not in _COMMANDS:
         raise FrameError(FAILED_TO_DESERIALIZE, f"Unknown command type {str(kind)[:100]!r}")

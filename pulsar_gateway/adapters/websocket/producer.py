@@ -31,6 +31,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import Sequence
 
 from pulsar_gateway.adapters.messages import OutgoingMessage, encode_entry, encode_message_id
@@ -148,13 +149,16 @@ class ProducerSession:
     """One WebSocket producer session.
 
     Frames are appended as they arrive (the appends pipeline to Redis); one writer task
-    sends the acks in frame order as the appends complete.
+    sends the acks in frame order as the appends complete, those ready together in one
+    socket write.
     """
 
     def __init__(self, session: Session, producer: TopicProducer) -> None:
         self.session = session
         self.producer = producer
-        self._replies: asyncio.Queue[_Reply] = asyncio.Queue()
+        self._replies: deque[_Reply] = deque()
+        self._queued = asyncio.Event()
+        self._fenced = False
         self._writer: asyncio.Task[None] | None = None
         for p in producer.producers:
             p.on_lost = self._lost
@@ -175,7 +179,11 @@ class ProducerSession:
 
     def _error(self, code: int, name: str, message: str, context: str | None) -> None:
         self.session.count_error(name)
-        self._replies.put_nowait(frames.producer_error(code, message, context))
+        self._reply(frames.producer_error(code, message, context))
+
+    def _reply(self, reply: _Reply) -> None:
+        self._replies.append(reply)
+        self._queued.set()
 
     async def on_text(self, text: str) -> None:
         self.session.count_command("send")
@@ -200,42 +208,61 @@ class ProducerSession:
             # Pulsar answers a failed send with UnknownError and the exception's text.
             self._error(frames.UNKNOWN_ERROR, type(exc).__name__, str(exc), request.context)
             return
-        self._replies.put_nowait((fut, partition, request.context))
+        self._reply((fut, partition, request.context))
 
     async def _write_replies(self) -> None:
+        replies = self._replies
         while True:
-            reply = await self._replies.get()
-            if isinstance(reply, str):
-                await self.session.send(reply)
+            if not replies:
+                self._queued.clear()
+                await self._queued.wait()
                 continue
-            fut, partition, context = reply
-            try:
-                stream_id = await fut
-            except GatewayError as exc:
-                log.warning("WebSocket append failed: %s", exc)
-                self.session.count_error(type(exc).__name__)
-                await self.session.send(
-                    frames.producer_error(frames.UNKNOWN_ERROR, str(exc), context)
-                )
-                continue
-            if stream_id == 0:
-                self.session.count_error("ProducerFenced")
-                await self.session.send(
-                    frames.producer_error(
-                        frames.UNKNOWN_ERROR,
-                        "Producer was fenced by an exclusive producer",
-                        context,
-                    )
-                )
+            head = replies[0]
+            if not isinstance(head, str) and not head[0].done():
+                # a tick's appends complete together: one wake-up writes all their acks
+                await asyncio.wait((head[0],))
+            texts: list[str] = []
+            while replies:
+                head = replies[0]
+                if isinstance(head, str):
+                    texts.append(head)
+                elif head[0].done():
+                    texts.append(self._ack_text(*head))
+                else:
+                    break
+                replies.popleft()
+            if not await self.session.send_many(texts):
+                return
+            if self._fenced:
                 self.session.close_soon(1011, "Producer fenced")
-                continue
-            if stream_id is None:
-                # A duplicate: acknowledged with (-1, -1), as Pulsar's broker does.
-                message_id = MessageId(-1, -1, partition)
-            else:
-                assert isinstance(stream_id, bytes)
-                message_id = MessageId.from_stream_id(stream_id, partition)
-            await self.session.send(frames.producer_ok(encode_message_id(message_id), context))
+                return
+
+    def _ack_text(
+        self, fut: asyncio.Future[bytes | int | None], partition: int, context: str | None
+    ) -> str:
+        """The ``ProducerAck`` of a completed append."""
+        if fut.cancelled():
+            self.session.count_error("CancelledError")
+            return frames.producer_error(frames.UNKNOWN_ERROR, "The append was cancelled", context)
+        try:
+            stream_id = fut.result()
+        except GatewayError as exc:
+            log.warning("WebSocket append failed: %s", exc)
+            self.session.count_error(type(exc).__name__)
+            return frames.producer_error(frames.UNKNOWN_ERROR, str(exc), context)
+        if stream_id == 0:
+            self.session.count_error("ProducerFenced")
+            self._fenced = True  # the session closes once this reply is written
+            return frames.producer_error(
+                frames.UNKNOWN_ERROR, "Producer was fenced by an exclusive producer", context
+            )
+        if stream_id is None:
+            # A duplicate: acknowledged with (-1, -1), as Pulsar's broker does.
+            message_id = MessageId(-1, -1, partition)
+        else:
+            assert isinstance(stream_id, bytes)
+            message_id = MessageId.from_stream_id(stream_id, partition)
+        return frames.producer_ok(encode_message_id(message_id), context)
 
 
 #: A queued reply: an error frame ready to send, or an append to wait for.

@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 from aiohttp import WSCloseCode, web
+from aiohttp.http import WebSocketWriter
 
 from pulsar_gateway.adapters.resource import websocket_status
 from pulsar_gateway.adapters.websocket.params import ParamError
@@ -39,6 +41,7 @@ __all__ = [
     "fail",
     "fail_for",
     "serve_frames",
+    "text_frame",
 ]
 
 log = logging.getLogger(__name__)
@@ -128,6 +131,45 @@ class Session:
             return False
         return True
 
+    async def send_many(self, texts: list[str]) -> bool:
+        """Send text frames in order, in one socket write when the connection has no
+        compression (aiohttp writes each frame on its own: a system call each, most of a
+        small message's cost); waits while the peer is slow to read. False when the peer
+        is gone."""
+        writer = self._direct_writer()
+        if writer is None:
+            for text in texts:
+                if not await self.send(text):
+                    return False
+            return True
+        transport = writer.transport
+        # a close frame sent or received: no data frame may follow (RFC 6455 section 5.5.1)
+        if self.ws.closed or writer._closing or transport is None or transport.is_closing():
+            return False
+        transport.write(b"".join([text_frame(text.encode()) for text in texts]))
+        protocol = writer.protocol
+        if protocol.writing_paused:
+            try:
+                await protocol._drain_helper()
+            except ConnectionError as exc:
+                log.debug("WebSocket send failed: %s", exc)
+                return False
+        return True
+
+    def _direct_writer(self) -> WebSocketWriter | None:
+        """aiohttp's frame writer when frames can be written past it (no compression to
+        keep in step), else None. Its transport, protocol and closing flag are read as
+        aiohttp's own ``send_frame`` reads them; a version without them gets None."""
+        writer = getattr(self.ws, "_writer", None)
+        if (
+            not isinstance(writer, WebSocketWriter)
+            or self.ws.compress
+            or writer.compress
+            or not hasattr(writer, "_closing")
+        ):
+            return None
+        return writer
+
     def count_command(self, name: str) -> None:
         self.services.metrics.count_command(PROTOCOL, name)
 
@@ -147,6 +189,21 @@ class Session:
         _background.add(task)
         task.add_done_callback(_background.discard)
 
+
+def text_frame(payload: bytes) -> bytes:
+    """One unmasked, final text frame (a server's frames are never masked: RFC 6455
+    section 5.1), header as section 5.2 lays it out."""
+    size = len(payload)
+    if size < 126:
+        return _LEN1(0x81, size) + payload
+    if size < 65536:
+        return _LEN2(0x81, 126, size) + payload
+    return _LEN3(0x81, 127, size) + payload
+
+
+_LEN1 = struct.Struct("!BB").pack
+_LEN2 = struct.Struct("!BBH").pack
+_LEN3 = struct.Struct("!BBQ").pack
 
 #: Close tasks started from callbacks (a task needs a reference until it ends).
 _background: set[asyncio.Task[None]] = set()
