@@ -36,7 +36,9 @@ from pulsar_gateway.adapters.pulsar_binary.codec import (
     encode_batch,
     encode_command,
     encode_message,
+    encode_message_id_data,
     encode_messages,
+    encode_metadata,
     encode_payload_command,
     encode_send_receipt,
     make_blob,
@@ -1000,6 +1002,104 @@ def test_encode_send_receipt_matches_protobuf(
     )
     reference = encode_command(pb.BaseCommand(type=T.SEND_RECEIPT, send_receipt=receipt))
     assert encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id) == reference
+
+
+@settings(max_examples=300)
+@given(
+    ledger_id=st.integers(-1, 2**63 - 1) | st.integers(1_700_000_000_000, 1_700_000_100_000),
+    entry_id=st.integers(-1, 2**63 - 1) | st.integers(0, 300),
+    partition=st.integers(-1, 2**31 - 1),
+    batch_index=st.integers(-1, 2**31 - 1),
+    batch_size=st.integers(0, 2**31 - 1),
+)
+def test_encode_message_id_data_matches_protobuf(
+    ledger_id: int, entry_id: int, partition: int, batch_index: int, batch_size: int
+) -> None:
+    reference = pb.MessageIdData(ledgerId=ledger_id % 2**64, entryId=entry_id % 2**64)
+    if partition >= 0:
+        reference.partition = partition
+    if batch_index >= 0:
+        reference.batch_index = batch_index
+    if batch_size > 0:
+        reference.batch_size = batch_size
+    encoded = encode_message_id_data(ledger_id, entry_id, partition, batch_index, batch_size)
+    assert encoded == reference.SerializeToString()
+
+
+@settings(max_examples=300)
+@given(
+    producer_name=st.text(max_size=300),
+    sequence_id=u64,
+    publish_time=u64,
+    properties=st.lists(st.tuples(st.text(max_size=20), st.text(max_size=200)), max_size=4),
+    partition_key=st.none() | st.text(max_size=20),
+    replicate_to=st.lists(st.text(max_size=10), max_size=3),
+    compression=st.sampled_from([pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]),
+    uncompressed_size=st.integers(0, 2**32 - 1),
+    event_time=u64,
+    schema_version=st.none() | st.binary(max_size=9),
+    ordering_key=st.none() | st.binary(max_size=200),
+    deliver_at_time=st.none() | i64,
+)
+def test_encode_metadata_matches_protobuf(
+    producer_name: str,
+    sequence_id: int,
+    publish_time: int,
+    properties: list[tuple[str, str]],
+    partition_key: str | None,
+    replicate_to: list[str],
+    compression: int,
+    uncompressed_size: int,
+    event_time: int,
+    schema_version: bytes | None,
+    ordering_key: bytes | None,
+    deliver_at_time: int | None,
+) -> None:
+    reference = pb.MessageMetadata(
+        producer_name=producer_name, sequence_id=sequence_id, publish_time=publish_time
+    )
+    for key, value in properties:
+        reference.properties.add(key=key, value=value)
+    if partition_key is not None:
+        reference.partition_key = partition_key
+    reference.replicate_to.extend(replicate_to)
+    if compression:
+        reference.compression = compression  # type: ignore[assignment]
+        reference.uncompressed_size = uncompressed_size
+    if event_time:
+        reference.event_time = event_time
+    if schema_version is not None:
+        reference.schema_version = schema_version
+    if ordering_key is not None:
+        reference.ordering_key = ordering_key
+    if deliver_at_time is not None:
+        reference.deliver_at_time = deliver_at_time
+    encoded = encode_metadata(
+        producer_name,
+        sequence_id,
+        publish_time,
+        properties=properties,
+        partition_key=partition_key,
+        replicate_to=replicate_to,
+        compression=compression,
+        uncompressed_size=uncompressed_size,
+        event_time=event_time,
+        schema_version=schema_version,
+        ordering_key=ordering_key,
+        deliver_at_time=deliver_at_time,
+    )
+    assert encoded == reference.SerializeToString()
+
+
+def test_encode_metadata_refuses_what_protobuf_refuses() -> None:
+    for bad in ({"sequence_id": -1}, {"publish_time": 2**64}):
+        args = {"sequence_id": 0, "publish_time": 0} | bad
+        with pytest.raises(ValueError):
+            encode_metadata("p", args["sequence_id"], args["publish_time"])
+    with pytest.raises(ValueError):
+        encode_metadata("p", 0, 0, deliver_at_time=2**63)
+    with pytest.raises(ValueError):
+        encode_message_id_data(1, 2, partition=2**31)
 
 
 # -- the SEND fast path ----------------------------------------------------------------------

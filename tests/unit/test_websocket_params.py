@@ -210,12 +210,15 @@ def test_producer_message() -> None:
         }
     )
     request = frames.parse_producer_message(text, now_ms=100)
-    assert request.payload == b"data"
-    assert (request.key, request.context, request.properties) == ("k", "c", {"a": "b"})
-    assert (request.event_time, request.sequence_id, request.deliver_at) == (1000, 7, 5000)
-    assert request.replication_clusters == ("r1",)
+    message = request.message
+    assert message.payload == b"data"
+    assert (message.key, request.context, message.properties) == ("k", "c", {"a": "b"})
+    assert (message.event_time, request.sequence_id, message.deliver_at) == (1000, 7, 5000)
+    assert (message.replication_clusters, message.ordering_key) == (("r1",), None)
     after = frames.parse_producer_message('{"payload": "", "deliverAfterMs": 50}', now_ms=100)
-    assert (after.payload, after.deliver_at, after.sequence_id) == (b"", 150, None)
+    assert (after.message.payload, after.message.deliver_at, after.sequence_id) == (b"", 150, None)
+    both = frames.parse_producer_message('{"payload": "", "deliverAt": 9, "deliverAfterMs": 0}', 1)
+    assert both.message.deliver_at == 9
 
 
 @pytest.mark.parametrize(
@@ -225,6 +228,10 @@ def test_producer_message() -> None:
         ("[]", 3, None),
         ('{"context": "c"}', 7, "c"),
         ('{"payload": "***", "context": "c"}', 7, "c"),
+        ('{"payload": "YQ", "context": "c"}', 7, "c"),  # padding missing
+        ('{"payload": "YQ==YQ==", "context": "c"}', 7, "c"),  # data after the padding
+        ('{"payload": "", "properties": [1]}', 3, None),
+        ('{"payload": "", "replicationClusters": "r1"}', 3, None),
         ('{"payload": 5}', 7, None),
         ('{"payload": "", "properties": {"a": 1}}', 3, None),
         ('{"payload": "", "key": 5}', 3, None),

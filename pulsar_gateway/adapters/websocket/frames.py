@@ -25,16 +25,20 @@ frame does not cost a client its unacknowledged messages.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import datetime as dt
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from binascii import a2b_base64, b2a_base64
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import orjson
 
-from pulsar_gateway.adapters.messages import ReceivedMessage, decode_message_id_data
+from pulsar_gateway.adapters.messages import (
+    OutgoingMessage,
+    ReceivedMessage,
+    decode_message_id_data,
+)
 from pulsar_gateway.core import MessageId, format_time
 
 __all__ = [
@@ -112,20 +116,14 @@ def parse_time(value: Any) -> int:
 # -- producer ------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class ProducerRequest:
-    """One ``ProducerMessage``, checked. ``deliver_at`` is absolute (ms since epoch),
-    already combining ``deliverAt`` and ``deliverAfterMs``; ``sequence_id`` is None when
-    the client gave none."""
+class ProducerRequest(NamedTuple):
+    """One ``ProducerMessage``, checked: the message to append (its ``deliver_at``
+    absolute, ms since epoch, already combining ``deliverAt`` and ``deliverAfterMs``), the
+    request's ``context``, and its ``sequenceId`` (None when the client gave none)."""
 
-    payload: bytes
-    context: str | None = None
-    key: str | None = None
-    properties: dict[str, str] = field(default_factory=dict)
-    event_time: int = 0
-    sequence_id: int | None = None
-    deliver_at: int | None = None
-    replication_clusters: tuple[str, ...] = ()
+    message: OutgoingMessage
+    context: str | None
+    sequence_id: int | None
 
 
 def _optional_long(obj: dict[str, Any], name: str, context: str | None) -> int:
@@ -152,60 +150,67 @@ def parse_producer_message(text: str | bytes, now_ms: int) -> ProducerRequest:
         raise FrameError(FAILED_TO_DESERIALIZE, f"Invalid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise FrameError(FAILED_TO_DESERIALIZE, "A producer message must be a JSON object")
-    context = obj.get("context")
+    get = obj.get
+    context = get("context")
     if context is not None and not isinstance(context, str):
         context = json.dumps(context)  # Jackson coerces scalars to the String field
-    payload = obj.get("payload")
+    payload = get("payload")
     if payload is None:
         raise FrameError(PAYLOAD_ENCODING_ERROR, "Missing payload", context)
     if not isinstance(payload, str):
         raise FrameError(PAYLOAD_ENCODING_ERROR, "payload must be a base64 string", context)
     try:
-        raw = base64.b64decode(payload, validate=True)
+        # strict: only the alphabet and proper padding (Java's Base64 decoder refuses
+        # the rest too); binascii directly, without b64decode's checking regex
+        raw = a2b_base64(payload, strict_mode=True)
     except (binascii.Error, ValueError) as exc:
         raise FrameError(
             PAYLOAD_ENCODING_ERROR, f"Invalid Base64 message-payload error={exc}", context
         ) from None
-    properties = obj.get("properties") or {}
-    if not isinstance(properties, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+    properties = get("properties") or {}
+    if properties and (
+        not isinstance(properties, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
     ):
         raise FrameError(FAILED_TO_DESERIALIZE, "properties must be an object of strings", context)
-    key = obj.get("key")
+    key = get("key")
     if key is not None and not isinstance(key, str):
         raise FrameError(FAILED_TO_DESERIALIZE, "key must be a string", context)
-    clusters = obj.get("replicationClusters") or []
-    if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+    clusters = get("replicationClusters") or ()
+    if clusters and (
+        not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters)
+    ):
         raise FrameError(
             FAILED_TO_DESERIALIZE, "replicationClusters must be a list of strings", context
         )
     event_time = 0
-    if obj.get("eventTime") is not None:
+    if get("eventTime") is not None:
         try:
             event_time = parse_time(obj["eventTime"])
         except ValueError as exc:
             raise FrameError(PAYLOAD_ENCODING_ERROR, str(exc), context) from None
     sequence_id: int | None = None
-    if obj.get("sequenceId") is not None:
+    if get("sequenceId") is not None:
         sequence_id = _optional_long(obj, "sequenceId", context)
     deliver_at: int | None = None
-    at = _optional_long(obj, "deliverAt", context)
-    after = _optional_long(obj, "deliverAfterMs", context)
-    # TypedMessageBuilder: deliverAt, then deliverAfter (which wins) when each is > 0.
-    if at > 0:
-        deliver_at = at
-    if after > 0:
-        deliver_at = now_ms + after
-    return ProducerRequest(
-        payload=raw,
-        context=context,
-        key=key,
-        properties=properties,
-        event_time=event_time,
-        sequence_id=sequence_id,
-        deliver_at=deliver_at,
-        replication_clusters=tuple(clusters),
+    if get("deliverAt") is not None or get("deliverAfterMs") is not None:
+        at = _optional_long(obj, "deliverAt", context)
+        after = _optional_long(obj, "deliverAfterMs", context)
+        # TypedMessageBuilder: deliverAt, then deliverAfter (which wins) when each is > 0.
+        if at > 0:
+            deliver_at = at
+        if after > 0:
+            deliver_at = now_ms + after
+    message = OutgoingMessage(
+        raw,
+        key,
+        properties,
+        event_time,
+        None,  # ordering key: not in Pulsar's ProducerMessage
+        deliver_at,
+        tuple(clusters),
     )
+    return ProducerRequest(message, context, sequence_id)
 
 
 def producer_ok(message_id: str, context: str | None) -> str:
@@ -232,7 +237,7 @@ def consumer_message(message: ReceivedMessage, message_id: str) -> str:
     """The ``ConsumerMessage`` pushed for one message."""
     out: dict[str, Any] = {
         "messageId": message_id,
-        "payload": base64.b64encode(message.payload).decode(),
+        "payload": b2a_base64(message.payload, newline=False).decode(),
         "properties": message.properties,
         "publishTime": format_time(message.publish_time),
         "redeliveryCount": message.redelivery_count,

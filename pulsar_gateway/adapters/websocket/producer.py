@@ -194,14 +194,7 @@ class ProducerSession:
             name = "FailedToDeserializeFromJSON" if exc.code == 3 else "PayloadEncodingError"
             self._error(exc.code, name, str(exc), exc.context)
             return
-        message = OutgoingMessage(
-            payload=request.payload,
-            key=request.key,
-            properties=request.properties,
-            event_time=request.event_time,
-            deliver_at=request.deliver_at,
-            replication_clusters=request.replication_clusters,
-        )
+        message = request.message
         try:
             partition, fut = self.producer.publish(message, request.sequence_id)
         except (DeliveryDelayNotAllowed, MessageTooLarge) as exc:
