@@ -33,8 +33,7 @@ import json
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from aiohttp import web
@@ -44,7 +43,6 @@ from pulsar_gateway.adapters.resource import fail, handler, topic_name
 from pulsar_gateway.core import (
     PARTITION_SUFFIX,
     GatewayError,
-    MessageId,
     ProducerHandle,
     SchemaData,
     Services,
@@ -130,8 +128,7 @@ def _value_schema(body: dict[str, Any]) -> tuple[str, SchemaData | None]:
     return type_name, schema
 
 
-@dataclass(slots=True)
-class _Request:
+class _Request(NamedTuple):
     """One message of the request: what to store, and what is resolved when storing."""
 
     message: OutgoingMessage
@@ -143,61 +140,76 @@ def _messages(body: dict[str, Any], schema_type: str) -> list[_Request]:
     items = body.get("messages")
     if not isinstance(items, list):
         raise _bad("messages must be a list")
+    encode = _ENCODERS[schema_type][1] if schema_type != "STRING" else None
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise _bad(f"messages[{i}] must be an object")
-        payload = item.get("payload")
+        get = item.get
+        payload = get("payload")
         if not isinstance(payload, str):
             raise _bad(f"messages[{i}].payload must be a string")
-        properties = item.get("properties") or {}
-        if not isinstance(properties, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+        properties = get("properties") or {}
+        if properties and (
+            not isinstance(properties, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
         ):
             raise _bad(f"messages[{i}].properties must map strings to strings")
-        key = item.get("key")
+        key = get("key")
         if key is not None and not isinstance(key, str):
             raise _bad(f"messages[{i}].key must be a string")
-        clusters = item.get("replicationClusters") or []
-        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+        clusters = get("replicationClusters") or ()
+        if clusters and (
+            not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters)
+        ):
             raise _bad(f"messages[{i}].replicationClusters must be a list of strings")
-        if item.get("disableReplication"):
-            clusters = ["__local__"]  # Pulsar's marker for "this cluster only"
-        try:
-            value = encode_value(schema_type, payload)
-        except ValueError as exc:
-            raise _bad(f"messages[{i}]: {exc}") from None
+        if get("disableReplication"):
+            clusters = ("__local__",)  # Pulsar's marker for "this cluster only"
+        if encode is None:  # STRING, the default: UTF-8 (a lone surrogate cannot be)
+            try:
+                value = payload.encode()
+            except UnicodeEncodeError as exc:
+                raise _bad(f"messages[{i}]: Cannot encode as STRING: {exc}") from None
+        else:
+            try:
+                value = encode_value(schema_type, payload)
+            except ValueError as exc:
+                raise _bad(f"messages[{i}]: {exc}") from None
         message = OutgoingMessage(
             value,
-            key=key,
-            properties=dict(properties),
-            event_time=_int(item.get("eventTime"), "eventTime"),
-            deliver_at=_int(item.get("deliverAt"), "deliverAt") or None,
-            replication_clusters=tuple(clusters),
+            key,
+            properties,
+            _int(get("eventTime"), "eventTime"),
+            None,  # ordering key: not in Pulsar's ProducerMessage
+            _int(get("deliverAt"), "deliverAt") or None,
+            tuple(clusters),
         )
         out.append(
             _Request(
                 message,
-                _int(item.get("sequenceId"), "sequenceId"),
-                _int(item.get("deliverAfterMs"), "deliverAfterMs"),
+                _int(get("sequenceId"), "sequenceId"),
+                _int(get("deliverAfterMs"), "deliverAfterMs"),
             )
         )
     return out
 
 
 def _publish(
-    services: Services, producer: ProducerHandle, request: _Request, version: bytes | None
+    producer: ProducerHandle,
+    request: _Request,
+    version: bytes | None,
+    now: int,
+    max_size: int,
 ) -> asyncio.Future[bytes | int | None]:
     """Queue one message's append: its future resolves with the stream id (None or 0 for
     a duplicate or a fenced producer: nothing stored), or fails with why it was refused.
     A future per message, no task: a request's appends share the lane's pipelines."""
-    now = int(time.time() * 1000)
     message, sequence_id = request.message, request.sequence_id
     if request.deliver_after_ms and message.deliver_at is None:
         message.deliver_at = now + request.deliver_after_ms
     try:
         blob = encode_entry(message, producer.name, sequence_id, now, schema_version=version)
-        if len(blob) > services.limits.max_message_size:
+        if len(blob) > max_size:
             raise ValueError(f"Message size {len(blob)} exceeds maxMessageSize")
         return producer.publish_message(
             blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
@@ -208,7 +220,7 @@ def _publish(
         return refused
 
 
-async def produce(services: Services, request: web.Request) -> dict[str, Any]:
+async def produce(services: Services, request: web.Request) -> web.Response:
     topic = topic_name(request)
     partition = request.match_info.get("partition")
     if partition is not None and PARTITION_SUFFIX in topic.local_name:
@@ -243,25 +255,36 @@ async def produce(services: Services, request: web.Request) -> dict[str, Any]:
     producers: dict[str, ProducerHandle] = {}
     for target in targets:
         producers[str(target)] = await services.producers.publisher(target, producer_name)
-    results: list[dict[str, Any]] = []
+    now = int(time.time() * 1000)
+    max_size = services.limits.max_message_size
+    count = len(targets)
     appends = [
-        _publish(services, producers[str(targets[i % len(targets)])], item, version)
+        _publish(producers[str(targets[i % count])], item, version, now, max_size)
         for i, item in enumerate(messages)
     ]
-    outcomes = await asyncio.gather(*appends, return_exceptions=True)
-    for i, outcome in enumerate(outcomes):
-        target = targets[i % len(targets)]
-        index = target.partition_index
-        if isinstance(outcome, BaseException):
-            if not isinstance(outcome, GatewayError | ValueError):
-                raise outcome
-            results.append({"messageId": "", "errorCode": 2, "errorMsg": str(outcome)})
-        elif not isinstance(outcome, bytes):  # a duplicate: stored before, nothing now
+    indexes = [target.partition_index for target in targets]
+    results: list[dict[str, Any]] = []
+    unexpected: BaseException | None = None
+    for i, fut in enumerate(appends):  # in order: one wake-up per pipeline, no gather
+        index = indexes[i % count]
+        try:
+            outcome = await fut
+        except (GatewayError, ValueError) as exc:
+            results.append({"messageId": "", "errorCode": 2, "errorMsg": str(exc)})
+            continue
+        except Exception as exc:  # a bug: raised once every append is awaited
+            unexpected = unexpected or exc
+            continue
+        if isinstance(outcome, bytes):  # the stream id "ms-seq": MessageIdImpl "L:E:P"
+            results.append(
+                {"messageId": f"{outcome.decode().replace('-', ':')}:{index}", "errorCode": 0}
+            )
+        else:  # a duplicate: stored before, nothing now
             results.append({"messageId": f"-1:-1:{index}", "errorCode": 0})
-        else:
-            mid = MessageId.from_stream_id(outcome, index)
-            results.append({"messageId": f"{mid.ledger_id}:{mid.entry_id}:{index}", "errorCode": 0})
-    return {"messagePublishResults": results, "schemaVersion": max(version_number, 0)}
+    if unexpected is not None:
+        raise unexpected
+    acks = {"messagePublishResults": results, "schemaVersion": max(version_number, 0)}
+    return web.Response(body=orjson.dumps(acks), content_type="application/json")
 
 
 def add_routes(app: web.Application) -> None:

@@ -667,11 +667,11 @@ def make_blob(metadata: pb.MessageMetadata | bytes, payload: bytes) -> bytes:
     Raises:
         google.protobuf.message.EncodeError: a required metadata field is unset.
     """
-    if isinstance(metadata, pb.MessageMetadata):
+    if not isinstance(metadata, bytes):
         metadata = metadata.SerializeToString()
-    size = _U32.pack(len(metadata))
-    crc = crc32c(payload, crc32c(metadata, crc32c(size)))
-    return b"".join((_CRC_MAGIC, _U32.pack(crc), size, metadata, payload))
+    covered = _U32.pack(len(metadata)) + metadata  # the checksum covers size and metadata
+    crc = crc32c(payload, crc32c(covered))
+    return b"".join((_CRC_MAGIC, _U32.pack(crc), covered, payload))
 
 
 def encode_batch(messages: Iterable[tuple[pb.SingleMessageMetadata, bytes]]) -> bytes:
