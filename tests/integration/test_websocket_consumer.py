@@ -14,7 +14,7 @@ import pytest
 
 from pulsar_gateway.adapters.messages import decode_message_id
 from tests.adminhttp import call
-from tests.conftest import TIMEOUT, stream_key
+from tests.conftest import ON_CLUSTER, TIMEOUT, stream_key
 from tests.wsclient import b64, connect, consumer_url, full, producer_url, refused, unb64
 
 RECEIVE_MS = int(TIMEOUT * 1000)
@@ -426,3 +426,59 @@ async def test_consumer_closed_by_the_gateway_closes_the_socket(gateway: Any, to
             assert exc.status == 409
             await asyncio.sleep(0.05)
     raise AssertionError("never served again")
+
+
+@pytest.mark.parametrize("compress", [0, 15], ids=["plain", "permessage-deflate"])
+async def test_frames_of_every_length_class_arrive_whole(
+    gateway: Any, redis_clean: Any, topic: str, compress: int
+) -> None:
+    """Frames are written in one socket write per round past aiohttp's writer when the
+    connection is not compressed: each length form of RFC 6455 5.2 (7-bit, 16-bit, 64-bit)
+    must arrive whole and in order; with permessage-deflate aiohttp writes each frame."""
+    sizes = [0, 50, 1_000, 60_000, 100_000] * 3
+    payloads = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    async with (
+        connect(producer_url(gateway, topic), compress=compress) as producer,
+        connect(consumer_url(gateway, topic, "sub", **SHARED), compress=compress) as consumer,
+    ):
+        for i, payload in enumerate(payloads):
+            await producer.send({"payload": b64(payload), "context": str(i)})
+        acks = await producer.receive_many(len(payloads))
+        assert [a["context"] for a in acks] == [str(i) for i in range(len(payloads))]
+        assert all(a["result"] == "ok" for a in acks)
+        received = await consumer.receive_many(len(payloads))
+        assert [unb64(m["payload"]) for m in received] == payloads
+        for message in received:
+            await consumer.ack(message)
+        await wait_until(lambda: pending(redis_clean, topic) == 0)
+
+
+async def test_acks_sent_just_before_closing_are_kept(
+    gateway: Any, redis_clean: Any, topic: str
+) -> None:
+    """A tick's acks go to Redis together at its end; a session closed right after its
+    acks still acknowledges them (nothing comes back to the next consumer)."""
+    async with (
+        connect(consumer_url(gateway, topic, "sub", **SHARED)) as consumer,
+        connect(producer_url(gateway, topic)) as producer,
+    ):
+        for i in range(20):
+            await producer.send({"payload": b64(b"m%d" % i)})
+        await producer.receive_many(20)
+        received = await consumer.receive_many(20)
+        for message in received:
+            await consumer.send({"messageId": message["messageId"]})
+    await wait_until(lambda: pending(redis_clean, topic) == 0)
+    async with connect(consumer_url(gateway, topic, "sub", **SHARED)) as consumer:
+        assert await consumer.nothing_within(0.5)
+    calls = xack_calls(redis_clean)
+    assert 0 < calls < 20, f"{calls} XACKs for 20 acks sent together"
+
+
+def xack_calls(redis: Any) -> int:
+    """XACKs Redis has run (on a cluster: its masters')."""
+    if ON_CLUSTER:
+        per_node = redis.info("commandstats", target_nodes=redis.PRIMARIES).values()
+    else:
+        per_node = [redis.info("commandstats")]
+    return sum(int(stats.get("cmdstat_xack", {}).get("calls", 0)) for stats in per_node)
