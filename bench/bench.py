@@ -372,6 +372,18 @@ def find_py_spy(explicit: str | None) -> str | None:
     return str(beside) if beside.exists() else None
 
 
+def add_profile_arguments(p: argparse.ArgumentParser) -> None:
+    """``--profile DIR``, ``--py-spy`` and ``--profile-rate``, for :class:`Profiler`."""
+    p.add_argument(
+        "--profile",
+        metavar="DIR",
+        default=None,
+        help="py-spy record the gateway during each timed gateway case into DIR",
+    )
+    p.add_argument("--py-spy", default=None, help="path of the py-spy binary")
+    p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+
+
 class Profiler:
     """``py-spy record --format raw`` of the gateway for the duration of a ``with`` block."""
 
@@ -930,14 +942,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=10_000,
         help="producers' max_pending_messages (default 10000)",
     )
-    p.add_argument(
-        "--profile",
-        metavar="DIR",
-        default=None,
-        help="py-spy record the gateway during each timed gateway case into DIR",
-    )
-    p.add_argument("--py-spy", default=None, help="path of the py-spy binary")
-    p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    add_profile_arguments(p)
     p.add_argument(
         "--lean-seconds",
         type=float,

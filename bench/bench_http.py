@@ -92,6 +92,7 @@ from bench import (
     GatewayProcess,
     Profiler,
     RedisServer,
+    add_profile_arguments,
     find_py_spy,
     fmt_rate,
     git_describe,
@@ -825,14 +826,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=CASES,
         help="run only this case (repeatable; default all)",
     )
-    p.add_argument(
-        "--profile",
-        metavar="DIR",
-        default=None,
-        help="py-spy record the gateway during each timed gateway case into DIR",
-    )
-    p.add_argument("--py-spy", default=None, help="path of the py-spy binary")
-    p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
+    add_profile_arguments(p)
     p.add_argument("--json", metavar="PATH", default=None, help="also write results as JSON")
     args = p.parse_args(argv)
     if args.messages is None:
