@@ -954,7 +954,7 @@ def test_encode_message_matches_protobuf(
     entries=st.lists(
         st.tuples(
             u64 | st.integers(1_700_000_000_000, 1_700_000_000_100),
-            u64 | st.integers(0, 200),
+            u64 | st.integers(0, 200) | st.integers(16_000, 16_500),
             st.just(0) | u32s,
             st.just([]) | st.lists(i64, max_size=3),
             st.binary(max_size=16),

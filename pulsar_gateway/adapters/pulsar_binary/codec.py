@@ -978,8 +978,8 @@ def encode_messages(
     path, one call per dispatch reply: what a run shares is encoded once (the consumer id,
     the partition, and per ledger id the message's bytes before the entry id: consecutive
     stream entries share their millisecond), the common case (first delivery, no ack set,
-    entry id below 128) is inlined, and no frame is joined on its own (the connection
-    joins everything it writes once).
+    entry id below 16384: one or two varint bytes) is inlined, and no frame is joined on
+    its own (the connection joins everything it writes once).
 
     Raises:
         ValueError: as :func:`encode_message`, or a stream id that is not ``ms-seq``.
@@ -990,15 +990,16 @@ def encode_messages(
     pieces: list[bytes] = []
     extend = pieces.extend
     last_ms = b""
-    # per ledger id: the message's bytes up to the entry id, the frame's command head and
-    # command size (both fixed by the ledger id's varint length)
+    last_width = 0
+    # per ledger id and entry id varint length: the message's bytes up to the entry id, the
+    # frame's command head and command size (fixed by the two varints' lengths)
     before_entry = command_head = b""
     command_size = 0
     for entry in entries:
         ms, _, seq = entry.stream_id.partition(b"-")
         entry_id = int(seq)
         blob = entry.blob
-        if entry.redelivery_count or entry.ack_set or not 0 <= entry_id < 128:
+        if entry.redelivery_count or entry.ack_set or not 0 <= entry_id < 0x4000:
             pieces.append(
                 encode_message(
                     consumer_id,
@@ -1011,15 +1012,19 @@ def encode_messages(
                 )
             )
             continue
-        if ms != last_ms:
+        if entry_id < 128:
+            width, entry_varint = 1, _VARINT_1[entry_id]
+        else:
+            width, entry_varint = 2, bytes((entry_id & 0x7F | 0x80, entry_id >> 7))
+        if ms != last_ms or width != last_width:
             ledger = _ledger_varint(int(ms))
-            # MessageIdData: ledgerId (1), entryId (2, one byte), [partition (3)]
-            message_id_size = len(ledger) + 3 + len(tail)
+            # MessageIdData: ledgerId (1), entryId (2, one or two bytes), [partition (3)]
+            message_id_size = len(ledger) + 2 + width + len(tail)
             before_entry = consumer + _VARINT_1[message_id_size] + b"\x08" + ledger + b"\x10"
-            message_size = len(before_entry) + 1 + len(tail)
+            message_size = len(before_entry) + width + len(tail)
             command_head = _MESSAGE_HEAD[message_size]
             command_size = 4 + message_size
-            last_ms = ms
+            last_ms, last_width = ms, width
         if len(blob) < _BLOB_HEADER_SIZE or blob[0] != 0x0E or blob[1] != 0x01:
             _check_blob(blob)  # raises
         extend(
@@ -1027,7 +1032,7 @@ def encode_messages(
                 pack(command_size + 4 + len(blob), command_size),
                 command_head,
                 before_entry,
-                _VARINT_1[entry_id] + tail if tail else _VARINT_1[entry_id],
+                entry_varint + tail if tail else entry_varint,
                 blob,
             )
         )
