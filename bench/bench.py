@@ -193,13 +193,54 @@ class RedisServer:
                 self.proc.wait(timeout=5)
 
 
+def spawn(argv: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session with its output in ``log_path`` (a fresh file), to
+    be SIGTERMed if this process dies."""
+    with log_path.open("xb") as log:  # a fresh file: "ready:" must be this process's
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+
+def stop_process(proc: subprocess.Popen[bytes], what: str, grace: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            print(
+                f"! {what} did not stop within {grace:.0f}s of SIGTERM; killing it", file=sys.stderr
+            )
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 class GatewayProcess:
-    def __init__(self, redis_url: str, workdir: Path) -> None:
+    """A gateway subprocess on ``redis_url``: loopback, free ports, the benches' key prefix,
+    ``extra`` flags. Waits for its ``ready:`` line unless ``wait`` is False (start several,
+    then :meth:`wait_ready` each)."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        workdir: Path,
+        *,
+        name: str = "",
+        extra: tuple[str, ...] | list[str] = (),
+        wait: bool = True,
+    ) -> None:
+        self.name = f"gateway {name}" if name else "gateway"
         self.port = free_port()
         self.http_port = free_port()
-        self.log_path = workdir / "gateway.log"
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
+        self.log_path = workdir / (f"gateway-{name}.log" if name else "gateway.log")
+        self.proc = spawn(
             [
                 sys.executable,
                 "-m",
@@ -214,44 +255,41 @@ class GatewayProcess:
                 "127.0.0.1",
                 "--key-prefix",
                 KEY_PREFIX,
+                *extra,
             ],
+            self.log_path,
             cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
         self.pid = self.proc.pid
         self.ps = psutil.Process(self.pid)
         self.url = f"pulsar://127.0.0.1:{self.port}"
-        wait_until(self._ready, 60, "the gateway to log 'ready:'", interval=0.05)
+        if wait:
+            self.wait_ready()
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_ready(self) -> None:
+        wait_until(self._ready, 60, f"{self.name} to log 'ready:'", interval=0.05)
+
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
-            raise BenchError(f"gateway exited early ({self.proc.returncode}):\n{self.log_text()}")
+            raise BenchError(
+                f"{self.name} exited early ({self.proc.returncode}):\n{self.log_text()[-3000:]}"
+            )
         return "ready:" in self.log_text()
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
-            raise BenchError(f"gateway died ({self.proc.returncode}):\n{self.log_text()[-3000:]}")
+            raise BenchError(
+                f"{self.name} died ({self.proc.returncode}):\n{self.log_text()[-3000:]}"
+            )
 
     def rss(self) -> int:
         return int(self.ps.memory_info().rss)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                print("! gateway did not stop within 20s of SIGTERM; killing it", file=sys.stderr)
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self._log.close()
+        stop_process(self.proc, self.name, 20)
 
 
 class CpuMeter:

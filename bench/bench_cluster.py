@@ -103,12 +103,13 @@ from bench import (
     ROOT,
     AckCounter,
     BenchError,
-    _die_with_parent,
+    GatewayProcess,
     fmt_rate,
-    free_port,
     git_describe,
     receive_and_ack,
     run_cli,
+    spawn,
+    stop_process,
     wait_until,
 )
 from pulsar_gateway.core.storage.keys import KeySchema
@@ -156,32 +157,6 @@ def info(client: redis.Redis, section: str) -> dict[str, Any]:
 def glob_escape(text: str) -> str:
     """``text`` matched literally by a Redis glob (SCAN MATCH)."""
     return "".join("\\" + c if c in "\\*?[]" else c for c in text)
-
-
-def spawn(argv: list[str], log_path: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
-    with log_path.open("xb") as log:  # a fresh file: "ready:" must be this process's
-        return subprocess.Popen(
-            argv,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
-
-
-def stop_process(proc: subprocess.Popen[bytes], what: str, grace: float) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            print(
-                f"! {what} did not stop within {grace:.0f}s of SIGTERM; killing it", file=sys.stderr
-            )
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -387,61 +362,6 @@ def start_cluster(workdir: Path, ports: set[int], started: list[RedisNode]) -> D
     return dep
 
 
-class Gateway:
-    """A gateway subprocess on ``redis_url`` with extra flags."""
-
-    def __init__(self, redis_url: str, workdir: Path, name: str, extra: list[str]) -> None:
-        self.name = name
-        self.port = free_port()
-        self.http_port = free_port()
-        self.log_path = workdir / f"gateway-{name}.log"
-        self.proc = spawn(
-            [
-                sys.executable,
-                "-m",
-                "pulsar_gateway.server.main",
-                "--redis-url",
-                redis_url,
-                "--port",
-                str(self.port),
-                "--http-port",
-                str(self.http_port),
-                "--bind",
-                "127.0.0.1",
-                "--key-prefix",
-                KEY_PREFIX,
-                *extra,
-            ],
-            self.log_path,
-            cwd=ROOT,
-        )
-        self.ps = psutil.Process(self.proc.pid)
-        self.url = f"pulsar://127.0.0.1:{self.port}"
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_ready(self) -> None:
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                raise BenchError(
-                    f"gateway {self.name} exited early ({self.proc.returncode}):\n"
-                    f"{self.log_text()[-3000:]}"
-                )
-            return "ready:" in self.log_text()
-
-        wait_until(ready, 60, f"gateway {self.name} to log 'ready:'", interval=0.05)
-
-    def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise BenchError(
-                f"gateway {self.name} died ({self.proc.returncode}):\n{self.log_text()[-3000:]}"
-            )
-
-    def stop(self) -> None:
-        stop_process(self.proc, f"gateway {self.name}", 20)
-
-
 def gateway_flags() -> set[str]:
     """The ``--flags`` this gateway's ``--help`` lists."""
     out = subprocess.run(
@@ -464,8 +384,8 @@ class Env:
         self.started = time.monotonic()
         self.workdir = Path(tempfile.mkdtemp(prefix="pgw-bench-cluster-"))
         self.nodes: list[RedisNode] = []
-        self.gateways: list[Gateway] = []  # watched: their exit fails the run
-        self.retired: list[Gateway] = []  # being stopped or stopped
+        self.gateways: list[GatewayProcess] = []  # watched: their exit fails the run
+        self.retired: list[GatewayProcess] = []  # being stopped or stopped
         self.clients: list[Any] = []  # pulsar.Client
         self.failed = True
         self._phase = "start-up"
@@ -494,7 +414,7 @@ class Env:
     def _dead(self) -> str | None:
         for gw in self.gateways:
             if gw.proc.poll() is not None:
-                return f"gateway {gw.name} exited ({gw.proc.returncode})"
+                return f"{gw.name} exited ({gw.proc.returncode})"
         for node in self.nodes:
             if node.proc.poll() is not None:
                 return f"redis-server {node.name} exited ({node.proc.returncode})"
@@ -515,7 +435,7 @@ class Env:
             finally:
                 os._exit(3)
 
-    def stop_gateway(self, gw: Gateway, client: Any) -> None:
+    def stop_gateway(self, gw: GatewayProcess, client: Any) -> None:
         with contextlib.suppress(Exception):
             client.close()
         if client in self.clients:
@@ -536,7 +456,7 @@ class Env:
                     client.close()
             for gw in self.gateways:
                 if gw.proc.poll() is not None or self.failed:
-                    print(f"--- gateway {gw.name} log (tail) ---", file=sys.stderr)
+                    print(f"--- {gw.name} log (tail) ---", file=sys.stderr)
                     with contextlib.suppress(Exception):
                         print(gw.log_text()[-4000:], file=sys.stderr, flush=True)
                 with contextlib.suppress(Exception):
@@ -650,7 +570,7 @@ class Meter:
     """CPU seconds of a deployment's redis-servers, a gateway and this process from /proc,
     and the masters' ``INFO commandstats``."""
 
-    def __init__(self, dep: Deployment, gateway: Gateway | None) -> None:
+    def __init__(self, dep: Deployment, gateway: GatewayProcess | None) -> None:
         self.dep = dep
         self.procs: dict[str, psutil.Process] = {"bench": psutil.Process()}
         if gateway is not None:
@@ -918,12 +838,13 @@ class DeploymentBench:
     # -- through a gateway --
 
     @contextlib.contextmanager
-    def gateway(self, name: str, extra: list[str]) -> Iterator[tuple[Gateway, Any]]:
-        gw = Gateway(
+    def gateway(self, name: str, extra: list[str]) -> Iterator[tuple[GatewayProcess, Any]]:
+        gw = GatewayProcess(
             self.dep.url,
             self.env.workdir,
-            f"{self.dep.label}-{name}-p{self.pass_no}".replace(" ", "-"),
-            extra,
+            name=f"{self.dep.label}-{name}-p{self.pass_no}".replace(" ", "-"),
+            extra=extra,
+            wait=False,
         )
         self.env.gateways.append(gw)
         gw.wait_ready()
@@ -1003,7 +924,7 @@ class DeploymentBench:
             self._consume(client, warm, self.args.warmup)
             self.drop(warm)
 
-    def gw_produce(self, gw: Gateway, client: Any, label: str, batching: bool) -> list[str]:
+    def gw_produce(self, gw: GatewayProcess, client: Any, label: str, batching: bool) -> list[str]:
         topics = self.topics(label)
         producers = self._producers(client, topics, batching)
         meter = Meter(self.dep, gw)
@@ -1018,7 +939,7 @@ class DeploymentBench:
         self.measured(label, self.n, t1 - t0, m, topics, {"stream entries": self.xlen(topics)})
         return topics
 
-    def gw_latency(self, gw: Gateway, client: Any, label: str) -> None:
+    def gw_latency(self, gw: GatewayProcess, client: Any, label: str) -> None:
         """Synchronous sends, batching off, one topic: each receipt's round trip."""
         n = self.args.latency_sends
         topic = self.topics(label)[0]
@@ -1054,7 +975,7 @@ class DeploymentBench:
             },
         )
 
-    def gw_consume(self, gw: Gateway, client: Any, label: str, topics: list[str]) -> None:
+    def gw_consume(self, gw: GatewayProcess, client: Any, label: str, topics: list[str]) -> None:
         meter = Meter(self.dep, gw)
         m: dict[str, Any] = {}
         with meter.measure(m):

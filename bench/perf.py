@@ -991,9 +991,7 @@ def main(argv: list[str] | None = None) -> int:
             env.gw = GatewayProcess(env.rds.url, env.workdir)
             env.watchdog.gateway = env.gw
             for i in range(1, args.gateways):
-                workdir = env.workdir / f"gateway-{i}"
-                workdir.mkdir()
-                more_gateways.append(GatewayProcess(env.rds.url, workdir))
+                more_gateways.append(GatewayProcess(env.rds.url, env.workdir, name=str(i)))
             started = [env.gw, *more_gateways]
             args.service_url = ",".join(gw.url for gw in started)
             gateway_pids, redis_pid = [gw.pid for gw in started], env.rds.proc.pid
