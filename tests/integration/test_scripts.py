@@ -438,3 +438,21 @@ async def test_reaping_sweeps_a_group_consumer_that_is_not_registered(storage):
     assert b"g-9" not in names
     got = await dispatch_native(storage, "g-2", permits=10)
     assert [d.stream_id for d in got.deliveries] == ids
+
+
+async def test_a_pipeline_not_answered_in_time_fails_and_the_lane_goes_on(
+    storage: Lane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pipeline has PIPELINE_TIMEOUT from the reader's first wait for it: a Redis that
+    does not answer in time fails the commands in flight (StorageError) and the lane
+    reconnects; pipelines answered in time, one after the other, never add up to a
+    timeout."""
+    monkeypatch.setattr(lane_module, "PIPELINE_TIMEOUT", 0.5)
+    for _ in range(3):  # 0.9 s in all, each well within its own 0.5 s
+        assert await storage.call("BLPOP", "lane-timeout-list", 0.3) is None
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(StorageError, match="unavailable"):
+        await storage.call("BLPOP", "lane-timeout-list", 3)
+    assert 0.4 < loop.time() - started < 2.5
+    assert await storage.call("PING") in (b"PONG", True)

@@ -255,6 +255,9 @@ class Lane:
         self._reader: asyncio.Task[None] | None = None
         self._scheduled = False
         self._closed = False
+        #: the event loop of the lane's connection, found on first use: asking for the
+        #: running loop per command costs a getpid() system call on Python 3.11
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         #: pipelines written so far (tests check that a tick's commands share one), and
@@ -316,7 +319,10 @@ class Lane:
         script: Script | None,
         decode: Callable[[Any], Any] | None,
     ) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
         if self._closed:
             fut.set_exception(ServiceNotReady("the gateway is shutting down"))
             return fut
@@ -336,7 +342,7 @@ class Lane:
         if not self._scheduled:
             self._scheduled = True
             self._idle.clear()
-            asyncio.get_running_loop().call_soon(self._flush)
+            (self._loop or asyncio.get_running_loop()).call_soon(self._flush)
 
     def flush_now(self) -> None:
         """Send what is queued now rather than at the end of this loop tick: lets Redis
