@@ -171,6 +171,12 @@ class ProducerSession:
             self._writer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._writer
+        # appends whose acks were never written (the peer left): their outcome is nobody's
+        # business now, but a failure must not be logged as never retrieved
+        for reply in self._replies:
+            if not isinstance(reply, str):
+                reply[0].add_done_callback(_retrieve)
+        self._replies.clear()
 
     def _lost(self, producer: ProducerHandle) -> None:
         # Fenced or superseded (e.g. its name was taken over after a lease loss): the
@@ -256,6 +262,11 @@ class ProducerSession:
             assert isinstance(stream_id, bytes)
             message_id = MessageId.from_stream_id(stream_id, partition)
         return frames.producer_ok(encode_message_id(message_id), context)
+
+
+def _retrieve(fut: asyncio.Future[bytes | int | None]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 #: A queued reply: an error frame ready to send, or an append to wait for.
