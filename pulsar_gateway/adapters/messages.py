@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import struct
 from binascii import b2a_base64
 from dataclasses import dataclass, field
 
@@ -28,6 +27,7 @@ from pulsar_gateway.adapters.pulsar_binary.codec import (
     encode_metadata,
     make_blob,
     parse_batch,
+    read_stored_blob,
 )
 from pulsar_gateway.adapters.pulsar_binary.entry_format import compress, decompress
 from pulsar_gateway.core import EntryFormatError, MessageId, signed64
@@ -47,9 +47,6 @@ __all__ = [
 ]
 
 _U64_MASK = (1 << 64) - 1
-#: magic 0x0e01, CRC32C, metadataSize: what precedes a blob's metadata (protocol brief 1.2)
-_BLOB_HEADER_SIZE = 10
-_U32 = struct.Struct(">I")
 
 
 class MessageFormatError(ValueError):
@@ -160,7 +157,10 @@ def unpack_entry(
     Raises:
         MessageFormatError: the blob is not a readable Pulsar entry.
     """
-    md, payload = _read_blob(blob)
+    try:
+        md, payload = read_stored_blob(blob)
+    except CodecError as exc:
+        raise MessageFormatError(str(exc)) from exc
     base = MessageId.from_stream_id(stream_id, partition)
     deliver_at = md.deliver_at_time if md.HasField("deliver_at_time") else None
     schema = md.schema_version if md.HasField("schema_version") else None
@@ -216,30 +216,6 @@ def unpack_entry(
             )
         )
     return out
-
-
-def _read_blob(blob: bytes) -> tuple[pb.MessageMetadata, bytes]:
-    """A stored blob's metadata and payload.
-
-    Neither the checksum nor the required fields are checked again: both were when the
-    entry was appended (``codec`` for a binary SEND, :func:`encode_entry` for the others),
-    and checking them costs more than the rest of a delivery here. Bytes that are not a
-    blob still raise.
-
-    Raises:
-        MessageFormatError: no magic, truncated, or metadata that is not protobuf.
-    """
-    size = len(blob)
-    if size < _BLOB_HEADER_SIZE or blob[0] != 0x0E or blob[1] != 0x01:
-        raise MessageFormatError("not a blob: expected magic 0x0e01, CRC32C and metadataSize")
-    end = _BLOB_HEADER_SIZE + _U32.unpack_from(blob, 6)[0]
-    if end > size:
-        raise MessageFormatError(f"metadataSize exceeds the {size} bytes of the blob")
-    try:
-        metadata = pb.MessageMetadata.FromString(bytes(blob[_BLOB_HEADER_SIZE:end]))
-    except DecodeError as exc:
-        raise MessageFormatError(f"MessageMetadata: invalid protobuf ({exc})") from exc
-    return metadata, bytes(blob[end:])
 
 
 def _decompress(md: pb.MessageMetadata, payload: bytes) -> bytes:

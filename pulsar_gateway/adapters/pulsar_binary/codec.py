@@ -80,6 +80,7 @@ __all__ = [
     "make_blob",
     "parse_batch",
     "parse_blob",
+    "read_stored_blob",
     "send_receipt_pieces",
 ]
 
@@ -314,19 +315,26 @@ def _parse_proto(message: _M, data: bytes, what: str) -> _M:
     return message
 
 
-def _parse_blob(blob: bytes, verified: bool) -> Payload:
-    """Split a blob; compute checksum_ok unless the caller just made the CRC."""
+def _metadata_end(blob: bytes) -> int:
+    """Where a blob's metadata ends, its header checked (magic, metadataSize in bounds)."""
     size = len(blob)
     if size < _BLOB_HEADER_SIZE:
         raise MalformedFrame(f"payload section of {size} bytes is too short")
     if blob[0] != 0x0E or blob[1] != 0x01:
         raise MalformedFrame("blob does not start with the 0x0e01 checksum magic")
-    metadata_size = _U32.unpack_from(blob, 6)[0]
+    metadata_size: int = _U32.unpack_from(blob, 6)[0]
     metadata_end = _BLOB_HEADER_SIZE + metadata_size
     if metadata_end > size:
         raise MalformedFrame(
             f"metadataSize {metadata_size} exceeds the {size - _BLOB_HEADER_SIZE} bytes left"
         )
+    return metadata_end
+
+
+def _parse_blob(blob: bytes, verified: bool) -> Payload:
+    """Split a blob; compute checksum_ok unless the caller just made the CRC."""
+    size = len(blob)
+    metadata_end = _metadata_end(blob)
     checksum_ok = verified
     if not verified:
         if size < _COPY_BELOW:
@@ -566,6 +574,26 @@ def parse_blob(blob: bytes) -> Payload:
         MalformedFrame: no magic, truncated, or invalid metadata.
     """
     return _parse_blob(bytes(blob), verified=False)
+
+
+def read_stored_blob(blob: bytes) -> tuple[pb.MessageMetadata, bytes]:
+    """A stored blob's metadata and payload, for delivery.
+
+    Neither the checksum nor the required fields are checked again: both were when the
+    entry was appended (:func:`parse_blob` of a SEND, :func:`make_blob` for the other
+    surfaces), and checking them costs more than the rest of a delivery to a WebSocket
+    consumer. Bytes that are not a blob still raise.
+
+    Raises:
+        MalformedFrame: no magic, truncated, or metadata that is not protobuf.
+    """
+    blob = bytes(blob)
+    end = _metadata_end(blob)
+    try:
+        metadata = pb.MessageMetadata.FromString(blob[_BLOB_HEADER_SIZE:end])
+    except DecodeError as exc:
+        raise MalformedFrame(f"MessageMetadata: invalid protobuf ({exc})") from exc
+    return metadata, blob[end:]
 
 
 def parse_batch(payload: bytes, num_messages: int) -> list[tuple[pb.SingleMessageMetadata, bytes]]:
