@@ -39,7 +39,7 @@ import asyncio
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,14 @@ from pulsar_gateway.core.errors import ServiceNotReady, StorageError
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
 from pulsar_gateway.core.storage.slots import has_hash_tag, is_read_only
 
-__all__ = ["Lane", "QueuedCommand", "ReplicaAcks", "pack_commands"]
+__all__ = [
+    "Lane",
+    "QueuedCommand",
+    "ReplicaAcks",
+    "direct_connection",
+    "pack_commands",
+    "read_replies_forever",
+]
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +164,9 @@ class LaneConnection(_SynchronousWrite, AbstractConnection):
 _lane_classes: dict[type[AbstractConnection], type[LaneConnection]] = {}
 
 
-def _lane_connection(pool: ConnectionPool) -> LaneConnection:
-    """A new connection like the pool's (address, TLS, credentials, database), able to
-    write synchronously."""
+def direct_connection(pool: ConnectionPool) -> LaneConnection:
+    """A new connection like the pool's (address, TLS, credentials, database), outside
+    the pool, able to write synchronously: the lane's, and the notifier's pub/sub ones."""
     base = pool.connection_class
     cls = _lane_classes.get(base)
     if cls is None:
@@ -167,20 +174,31 @@ def _lane_connection(pool: ConnectionPool) -> LaneConnection:
     return cls(**pool.connection_kwargs)
 
 
-async def _read_replies_of(conn: LaneConnection, count: int) -> list[Any]:
-    """The next ``count`` replies on ``conn``, raw; an error reply is its ResponseError.
+def _direct_reader(
+    conn: LaneConnection,
+) -> tuple[Callable[[bool], Any], Callable[[], Awaitable[Any]]] | None:
+    """hiredis's ``gets`` and the parser's socket read of ``conn``, when its parser is
+    hiredis's (always, with the gateway's dependencies); None otherwise.
 
-    With hiredis (always installed with the gateway) the replies are taken from its reader
-    directly, reading the socket only when it has no whole reply left: redis-py's
-    ``read_response`` goes through three coroutines and its timeout and push checks per
-    reply (about 1 µs of the lane's 6 per command). The lane's connection speaks RESP2 and
-    subscribes to nothing, so no push message can come."""
+    Replies taken from the reader directly, reading the socket only when no whole reply is
+    buffered, skip redis-py's ``read_response``: three coroutines, a timeout and push
+    checks per reply (about 1 µs of the lane's 6 per command)."""
     parser = conn._parser
     reader = getattr(parser, "_reader", None)
     read_more = getattr(parser, "read_from_socket", None)
     if _NOT_ENOUGH_DATA is None or not isinstance(reader, hiredis.Reader) or read_more is None:
+        return None
+    return reader.gets, read_more
+
+
+async def _read_replies_of(conn: LaneConnection, count: int) -> list[Any]:
+    """The next ``count`` replies on ``conn``, raw; an error reply is its ResponseError.
+    The lane's connection speaks RESP2 and subscribes to nothing, so no push message can
+    come."""
+    direct = _direct_reader(conn)
+    if direct is None:
         return [await _read_one(conn) for _ in range(count)]
-    gets = reader.gets
+    gets, read_more = direct
     replies: list[Any] = []
     append = replies.append
     while len(replies) < count:
@@ -192,6 +210,25 @@ async def _read_replies_of(conn: LaneConnection, count: int) -> list[Any]:
         else:
             append(reply)
     return replies
+
+
+async def read_replies_forever(conn: LaneConnection, handle: Callable[[Any], None]) -> None:
+    """Call ``handle`` with each reply of ``conn`` as it arrives (raw, an error reply as
+    its ResponseError), every reply already buffered in the same loop turn, until the
+    connection fails (ConnectionError): how the notifier reads its pub/sub messages."""
+    direct = _direct_reader(conn)
+    if direct is None:
+        while True:
+            handle(await _read_one(conn))
+    gets, read_more = direct
+    while True:
+        reply = gets(False)
+        if reply is _NOT_ENOUGH_DATA:
+            await read_more()
+        elif isinstance(reply, RedisConnectionError):
+            raise reply
+        else:
+            handle(reply)
 
 
 async def _read_one(conn: LaneConnection) -> Any:
@@ -384,7 +421,7 @@ class Lane:
 
     async def _connect(self) -> None:
         try:
-            conn = _lane_connection(self.redis.connection_pool)
+            conn = direct_connection(self.redis.connection_pool)
             await conn.connect()  # type: ignore[no-untyped-call]
         except (RedisError, OSError) as exc:
             self._fail(self._take_queue(), StorageError(f"Redis is unavailable: {exc!r}"))

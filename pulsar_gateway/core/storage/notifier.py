@@ -25,7 +25,9 @@ channel is plain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
@@ -33,6 +35,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from pulsar_gateway.core.errors import StorageError
+from pulsar_gateway.core.storage.lane import (
+    LaneConnection,
+    direct_connection,
+    pack_commands,
+    read_replies_forever,
+)
 from pulsar_gateway.core.storage.slots import has_hash_tag
 
 __all__ = ["Notifier", "ShardRouter"]
@@ -48,18 +56,31 @@ ShardRouter = Callable[[str], tuple[tuple[str, int], Redis]]
 
 
 class _Link:
-    """One pub/sub connection and the channels subscribed on it."""
+    """One pub/sub connection and the channels subscribed on it.
+
+    The connection is the lane's kind (:func:`.lane.direct_connection`): (un)subscribe
+    commands are written when asked for, and messages are read straight from hiredis's
+    reader and handled in the loop turn that read them, every buffered one at once.
+    redis-py's ``PubSub.get_message`` costs a timeout and a stack of coroutines per call,
+    and a wake-up took two calls; each lone notification is one wake-up of the gateway, so
+    at low rates that is a cost per message (``docs/benchmarks.md``)."""
 
     def __init__(self, notifier: Notifier, redis: Redis, *, sharded: bool) -> None:
         self.notifier = notifier
         self.redis = redis
         self.sharded = sharded
+        self._subscribe_command = "SSUBSCRIBE" if sharded else "SUBSCRIBE"
+        self._unsubscribe_command = "SUNSUBSCRIBE" if sharded else "UNSUBSCRIBE"
         #: channels this connection should carry
         self.channels: set[str] = set()
-        #: channels whose subscription took effect on the current connection
+        #: channels whose subscription Redis confirmed on the current connection
         self.active: set[str] = set()
-        self.changes: asyncio.Queue[tuple[bool, str]] = asyncio.Queue()
-        self.pubsub = redis.pubsub()
+        #: channels subscribed on the current connection (confirmed or not)
+        self._written: set[str] = set()
+        #: unsubscriptions asked for and not yet confirmed, by channel: a confirmation
+        #: beyond these is Redis's own (the channel's slot moved)
+        self._unsubscribing: Counter[str] = Counter()
+        self._conn: LaneConnection | None = None
         self.task: asyncio.Task[None] | None = None
         self.closing = False
 
@@ -67,111 +88,109 @@ class _Link:
         self.task = asyncio.get_running_loop().create_task(self._run(), name="notifier")
 
     def add(self, channel: str) -> None:
+        """Carry ``channel``; subscribing again a channel already carried wakes its
+        callback once more when Redis confirms."""
         self.channels.add(channel)
-        self.changes.put_nowait((True, channel))
+        if self._conn is not None:
+            self._write_subscribe([channel])
 
     def remove(self, channel: str) -> None:
         self.channels.discard(channel)
-        self.changes.put_nowait((False, channel))
+        conn = self._conn
+        if conn is not None and channel in self._written:
+            self._written.discard(channel)
+            self._unsubscribing[channel] += 1
+            conn.write_now(pack_commands([(self._unsubscribe_command, channel)]))
 
-    async def _subscribe(self, *channels: str) -> None:
-        if not self.sharded:
-            await self.pubsub.subscribe(*channels)
+    def _write_subscribe(self, channels: list[str]) -> None:
+        conn = self._conn
+        if conn is None:
             return
-        # SSUBSCRIBE takes channels of one slot only, and every topic has its own slot
-        for channel in channels:
-            await self.pubsub.ssubscribe(channel)
-
-    def _unsubscribe(self, channel: str) -> Awaitable[Any]:
+        self._written.update(channels)
+        commands: list[tuple[str, ...]]
         if self.sharded:
-            return self.pubsub.sunsubscribe(channel)
-        return self.pubsub.unsubscribe(channel)
+            # SSUBSCRIBE takes channels of one slot only, and every topic has its own slot
+            commands = [(self._subscribe_command, channel) for channel in channels]
+        else:
+            commands = [(self._subscribe_command, *channels)]
+        conn.write_now(pack_commands(commands))  # False when lost: the reader reconnects
 
-    def _took_effect(self, channel: str) -> None:
-        self.active.add(channel)
-        self.notifier._subscribed(channel)
-
-    async def _apply_changes(self) -> None:
-        while not self.changes.empty():
-            add, channel = self.changes.get_nowait()
-            if add and channel in self.channels:
-                await self._subscribe(channel)
-                self._took_effect(channel)
+    def _handle(self, reply: Any) -> None:
+        if isinstance(reply, Exception):  # refused (a moved slot's MOVED): start again
+            raise reply
+        kind, channel_bytes = reply[0], reply[1]
+        channel = channel_bytes.decode()
+        if kind == b"message" or kind == b"smessage":
+            self.notifier._wake(channel)
+            self.notifier._deliver(channel, reply[2])
+        elif kind == b"subscribe" or kind == b"ssubscribe":
+            if channel in self.channels:
+                self.active.add(channel)
+                self.notifier._subscribed(channel)
                 # Anything published before the subscription took effect was missed: wake
                 # the channel's listener once, now that later notifications will arrive.
                 self.notifier._wake(channel)
-            elif not add and channel not in self.channels and channel in self.active:
+        elif kind == b"unsubscribe" or kind == b"sunsubscribe":
+            if self._unsubscribing[channel] > 0:  # asked for
+                self._unsubscribing[channel] -= 1
+                if not self._unsubscribing[channel]:
+                    del self._unsubscribing[channel]
+                if channel not in self._written:
+                    self.active.discard(channel)
+            elif kind == b"sunsubscribe" and channel in self.channels:
+                # Not asked for: the slot moved to another master (resharding, failover).
+                self.channels.discard(channel)
                 self.active.discard(channel)
-                await self._unsubscribe(channel)
+                self._written.discard(channel)
+                self.notifier._rehome([channel])
 
-    def _handle(self, message: dict[str, Any]) -> None:
-        kind = message["type"]
-        kind = kind.decode() if isinstance(kind, bytes) else kind
-        channel = message["channel"]
-        channel = channel.decode() if isinstance(channel, bytes) else channel
-        if kind in ("message", "smessage"):
-            self.notifier._wake(channel)
-            self.notifier._deliver(channel, message["data"])
-        elif kind == "sunsubscribe" and channel in self.channels and channel in self.active:
-            # Not asked for: the slot moved to another master (resharding, failover).
-            self.channels.discard(channel)
-            self.active.discard(channel)
-            self.notifier._rehome([channel])
+    async def _connect(self) -> LaneConnection:
+        conn = direct_connection(self.redis.connection_pool)
+        try:
+            await conn.connect()  # type: ignore[no-untyped-call]
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        self._conn = conn
+        self._written = set()
+        self._unsubscribing = Counter()
+        if self.channels:
+            self._write_subscribe(sorted(self.channels))
+        return conn
 
     async def _run(self) -> None:
-        connected = False
         while not self.closing:
             try:
-                if not connected:
-                    channels = list(self.channels)
-                    if channels:
-                        await self._subscribe(*channels)
-                    for channel in channels:
-                        self._took_effect(channel)
-                    connected = True
-                    for channel in channels:
-                        self.notifier._wake(channel)
-                await self._apply_changes()
-                if not self.pubsub.subscribed:
-                    await asyncio.sleep(0.01)
-                    continue
-                message = await self.pubsub.get_message(timeout=0.05)
-                while message is not None:
-                    self._handle(message)
-                    message = await self.pubsub.get_message(timeout=0)
+                conn = await self._connect()
+                await read_replies_forever(conn, self._handle)
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError) as exc:
-                if connected:
+                if self._conn is not None:
                     log.warning("pub/sub connection lost (%s); reconnecting", exc)
-                connected = False
-                self.active.clear()
-                await self._close_pubsub()
+                await self._disconnect()
                 if self.sharded:
                     # the master may be gone: subscribe again where the slot map says
                     self.closing = True
                     self.notifier._link_lost(self)
                     return
                 self.redis = await self.notifier._live_node(self.redis)
-                self.pubsub = self.redis.pubsub()
                 await asyncio.sleep(RETRY_INTERVAL)
 
-    async def _close_pubsub(self) -> None:
-        try:
-            await self.pubsub.aclose()  # type: ignore[no-untyped-call]
-        except (RedisError, OSError):
-            pass
+    async def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        self.active.clear()
+        if conn is not None:
+            await conn.disconnect(nowait=True)
 
     async def close(self) -> None:
-        # A flag, not Task.cancel(): on Python 3.11 a cancel racing the expiry of the
-        # asyncio.timeout inside redis-py's get_message(timeout=...) can be swallowed.
         self.closing = True
-        if self.task is not None and self.task is not asyncio.current_task():
-            try:
-                await asyncio.wait_for(asyncio.shield(self.task), 5)
-            except TimeoutError:
-                self.task.cancel()
-        await self._close_pubsub()
+        task = self.task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._disconnect()
 
 
 class Notifier:
