@@ -111,18 +111,25 @@ def build(
         config.redis_replica_acks, config.redis_replica_ack_timeout_ms
     )
     metrics = fleet.GatewayMetrics(config.cluster_name)
+    # what this gateway publishes as a hint, unique to the process: it wakes its own
+    # listeners without the pub/sub round trip and drops the hint when it comes back
+    hint = secrets.token_hex(8).encode()
     if redis_cluster:
-        cluster_lane = storage.ClusterLane(redis, replica_acks, metrics.count_storage_errors)
+        cluster_lane = storage.ClusterLane(
+            redis, replica_acks, metrics.count_storage_errors, hint=hint
+        )
         lane: storage.Lane = cluster_lane
         notifier = storage.Notifier(
             redis,
             candidates=cluster_lane.node_clients,
             route=cluster_lane.shard_of,
             refresh=cluster_lane.refresh,
+            own_hint=hint,
         )
     else:
-        lane = storage.Lane(redis, replica_acks, on_error=metrics.count_storage_errors)
-        notifier = storage.Notifier(redis)
+        lane = storage.Lane(redis, replica_acks, on_error=metrics.count_storage_errors, hint=hint)
+        notifier = storage.Notifier(redis, own_hint=hint)
+    lane.on_notified = notifier.wake
 
     # policies and auth
     policy_store = policies.Policies(lane, notifier, keys)

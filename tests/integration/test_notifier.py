@@ -1,6 +1,7 @@
 """The notifier's pub/sub connection against a real Redis: wake-ups on subscription and on
-every hint, data channels in order, unsubscription, re-subscription, and a lost connection
-taken up again with every channel (each woken once, since hints were missed)."""
+every hint, data channels in order, unsubscription, re-subscription, a lost connection
+taken up again with every channel (each woken once, since hints were missed), and this
+gateway's own hints waking its listeners from the lane."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import redis.asyncio as aioredis
 
-from pulsar_gateway.core.storage import Notifier
+from pulsar_gateway.core.storage import Lane, Notifier
 from tests.conftest import TIMEOUT
 
 
@@ -130,3 +131,43 @@ async def test_close_releases_the_connection(client: aioredis.Redis, topic: str)
     assert await subscribers(client, topic) == 1
     await asyncio.wait_for(notifier.close(), TIMEOUT)
     await unsubscribed(client, topic)
+
+
+async def test_own_hints_wake_listeners_from_the_lane_and_are_dropped_on_return(
+    client: aioredis.Redis, topic: str
+) -> None:
+    """A hint this gateway publishes wakes its own listeners as soon as the lane's pipeline
+    is answered; when Redis sends it back it is dropped, so each hint wakes once. Another
+    gateway's hints (another payload) still wake through pub/sub."""
+    lane = Lane(client, hint=b"gateway-a")
+    notifier = Notifier(client, own_hint=b"gateway-a")
+    lane.on_notified = notifier.wake
+    await notifier.start()
+    watcher = client.pubsub()
+    await watcher.subscribe(topic)
+    try:
+        wakes: list[int] = []
+        notifier.subscribe(topic, lambda: wakes.append(1))
+        await eventually(lambda: len(wakes) == 1)  # the subscription took effect
+
+        lane.notify(topic)
+        lane.notify(topic)  # one hint per channel and tick
+        await lane.drain()
+        assert len(wakes) == 2  # woken by the lane, before any pub/sub message came back
+        published = []
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while not published:  # None for the subscription's own confirmation, skipped
+            assert asyncio.get_running_loop().time() < deadline, "nothing published"
+            message = await watcher.get_message(ignore_subscribe_messages=True, timeout=0.1)
+            if message is not None:
+                published.append(message["data"])
+        assert published == [b"gateway-a"]
+        await asyncio.sleep(0.1)  # the hint came back to the notifier too: dropped
+        assert len(wakes) == 2
+
+        assert await client.publish(topic, b"gateway-b") == 2
+        await eventually(lambda: len(wakes) == 3)
+    finally:
+        await watcher.aclose()
+        await notifier.close()
+        await lane.close()

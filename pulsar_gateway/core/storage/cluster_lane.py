@@ -87,8 +87,9 @@ class ClusterLane(Lane):
         seed: Redis,
         replica_acks: ReplicaAcks | None = None,
         on_error: Callable[[str, int], None] | None = None,
+        hint: bytes = b"",
     ) -> None:
-        super().__init__(seed, replica_acks, sharded_pubsub=True, on_error=on_error)
+        super().__init__(seed, replica_acks, sharded_pubsub=True, on_error=on_error, hint=hint)
         self._nodes: dict[tuple[str, int], Lane] = {}
         self._slots: list[tuple[str, int] | None] = [None] * REDIS_CLUSTER_HASH_SLOTS
         #: the masters serving slots now, in slot order (a lost one leaves the list)
@@ -152,10 +153,16 @@ class ClusterLane(Lane):
             self.replica_acks,
             sharded_pubsub=True,
             on_error=self.on_error,
+            hint=self.hint,
         )
         lane.on_refused = self._refused
         lane.on_lost = partial(self._master_lost, address)
+        lane.on_notified = self._notified
         return lane
+
+    def _notified(self, channels: set[str]) -> None:
+        if self.on_notified is not None:
+            self.on_notified(channels)
 
     def _master_lost(self, address: tuple[str, int]) -> None:
         """``address``'s lane lost its connection: read the slot map until the cluster has

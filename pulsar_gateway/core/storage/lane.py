@@ -21,6 +21,10 @@ ahead of everything not yet sent.
 ``notify(channel)`` asks for a ``PUBLISH`` on the channel after the current batch: producers
 use it so consumers on every gateway wake up, once per topic per tick instead of once per
 message. On a Redis Cluster a topic's channels are sharded (``SPUBLISH``, :mod:`.notifier`).
+The message published is the lane's ``hint`` (the gateway's id): the listeners on this
+gateway are woken by the lane itself (``on_notified``) as soon as the pipeline is answered,
+one pub/sub hop and one loop wake-up sooner, and the notifier drops the message when it
+comes back.
 
 Replica acknowledgements (``--redis-replica-acks N``). Redis replicates asynchronously: a
 master killed right after answering may take its last writes with it, and its promoted
@@ -270,15 +274,18 @@ class Lane:
         *,
         sharded_pubsub: bool = False,
         on_error: Callable[[str, int], None] | None = None,
+        hint: bytes = b"",
     ) -> None:
         """``sharded_pubsub``: publish on a topic's channels (those with a hash tag) with
-        ``SPUBLISH``, as a Redis Cluster wants (:mod:`.notifier`). ``on_error(kind, n)``:
+        ``SPUBLISH``, as a Redis Cluster wants (:mod:`.notifier`). ``hint``: the message
+        :meth:`notify` publishes. ``on_error(kind, n)``:
         told of ``n`` commands failed by Redis trouble, ``kind`` ``"unavailable"`` (no
         connection, or lost with the command in flight) or ``"unconfirmed"`` (replicas did
         not confirm in time), for the gateway's metrics."""
         self.redis = redis
         self.on_error = on_error
         self.sharded_pubsub = sharded_pubsub
+        self.hint = hint
         self.replica_acks = replica_acks if replica_acks and replica_acks.replicas > 0 else None
         #: the WAIT command ending a writing pipeline, one object: found by identity
         self._wait = self.replica_acks.command if self.replica_acks else None
@@ -287,6 +294,8 @@ class Lane:
         self._retry: list[QueuedCommand] = []
         self._notify: set[str] = set()
         self._in_flight: deque[list[QueuedCommand]] = deque()
+        #: the channels each in-flight pipeline notifies, in the same order
+        self._notified_in_flight: deque[set[str]] = deque()
         self._conn: LaneConnection | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -307,6 +316,9 @@ class Lane:
         #: told when the connection is lost or cannot be opened (a Redis Cluster reads its
         #: slot map again: the master may have failed over, :mod:`.cluster_lane`)
         self.on_lost: Callable[[], None] | None = None
+        #: given the channels a pipeline notified once it is answered (or failed): the
+        #: notifier wakes this gateway's listeners of them (:meth:`.Notifier.wake`)
+        self.on_notified: Callable[[set[str]], None] | None = None
 
     # -- submitting -------------------------------------------------------------------
 
@@ -338,7 +350,8 @@ class Lane:
             raise StorageError(f"Redis is unavailable: {exc}") from exc
 
     def notify(self, channel: str) -> None:
-        """Publish an empty message on ``channel`` after the commands queued so far."""
+        """Publish the lane's hint on ``channel`` after the commands queued so far, and
+        tell ``on_notified`` once they are applied."""
         self._notify.add(channel)
         self._schedule()
 
@@ -405,10 +418,12 @@ class Lane:
         batch, self._retry, self._queue = self._retry + self._queue, [], []
         if self._wait is not None and any(not is_read_only(cmd[0], cmd[2]) for cmd in batch):
             batch.append((self._wait, None, None, None))
-        for channel in self._notify:
-            batch.append(((self._publish_command(channel), channel, b""), None, None, None))
+        notified = self._notify
+        for channel in notified:
+            batch.append(((self._publish_command(channel), channel, self.hint), None, None, None))
         self._notify = set()
         self._in_flight.append(batch)
+        self._notified_in_flight.append(notified)
         self.pipelines_sent += 1
         # The write is synchronous: bytes go to the socket now and the next tick's pipeline
         # can follow before Redis has answered this one.
@@ -447,6 +462,7 @@ class Lane:
                 async with asyncio.timeout(PIPELINE_TIMEOUT):
                     replies = await _read_replies_of(conn, len(batch))
                 self._in_flight.popleft()
+                notified = self._notified_in_flight.popleft()
                 self.pipelines_answered += 1
                 if self._queue or self._notify or self._retry:
                     self._schedule()
@@ -476,6 +492,8 @@ class Lane:
                         fut.set_result(reply)
                     else:
                         _resolve(fut, decode, reply)
+                if notified and self.on_notified is not None:
+                    self.on_notified(notified)
         except (RedisError, OSError, TimeoutError) as exc:
             self._drop_connection(conn, StorageError(f"Redis is unavailable: {exc!r}"))
         except BaseException:
@@ -518,9 +536,14 @@ class Lane:
         if self._conn is conn:
             self._conn = None
         pending = [cmd for batch in self._in_flight for cmd in batch]
+        notified = set().union(*self._notified_in_flight)
         self.pipelines_answered += len(self._in_flight)
         self._in_flight.clear()
+        self._notified_in_flight.clear()
         self._fail(pending, error)
+        if notified and self.on_notified is not None:
+            # maybe applied, maybe not: a listener woken for nothing finds nothing
+            self.on_notified(notified)
         asyncio.get_running_loop().create_task(self._release(conn))
         if isinstance(error, StorageError):
             self._lost()

@@ -121,8 +121,10 @@ class _Link:
         kind, channel_bytes = reply[0], reply[1]
         channel = channel_bytes.decode()
         if kind == b"message" or kind == b"smessage":
-            self.notifier._wake(channel)
-            self.notifier._deliver(channel, reply[2])
+            data = reply[2]
+            if data != self.notifier.own_hint:  # else the lane woke this gateway already
+                self.notifier._wake(channel)
+            self.notifier._deliver(channel, data)
         elif kind == b"subscribe" or kind == b"ssubscribe":
             if channel in self.channels:
                 self.active.add(channel)
@@ -203,11 +205,16 @@ class Notifier:
         candidates: Callable[[], Sequence[Redis]] | None = None,
         route: ShardRouter | None = None,
         refresh: Callable[[], Awaitable[None]] | None = None,
+        own_hint: bytes | None = None,
     ) -> None:
-        """On a Redis Cluster: ``candidates`` gives every master's client, one of which the
-        plain connection moves to when its node is lost (a cluster passes ``PUBLISH`` to
-        the subscribers of every node, so any node will do); ``route`` names the master of
-        a sharded channel and ``refresh`` re-reads the slot map when a master is lost."""
+        """``own_hint``: what this gateway's lane publishes as a hint (:attr:`.Lane.hint`);
+        the lane wakes this gateway's listeners itself (:meth:`wake`), so such a hint coming
+        back is dropped. On a Redis Cluster: ``candidates`` gives every master's client, one
+        of which the plain connection moves to when its node is lost (a cluster passes
+        ``PUBLISH`` to the subscribers of every node, so any node will do); ``route`` names
+        the master of a sharded channel and ``refresh`` re-reads the slot map when a master
+        is lost."""
+        self.own_hint = own_hint
         self._candidates = candidates
         self._route = route
         self._refresh = refresh
@@ -333,6 +340,15 @@ class Notifier:
                         self._carry(channel)
         finally:
             self._rehoming = None
+
+    def wake(self, channels: set[str]) -> None:
+        """Wake this gateway's listeners of ``channels``: hints this gateway published, now
+        applied (:attr:`.Lane.on_notified`)."""
+        callbacks = self._callbacks
+        for channel in channels:
+            wake = callbacks.get(channel)
+            if wake is not None:
+                wake()
 
     # -- called by the connections ----------------------------------------------------
 
