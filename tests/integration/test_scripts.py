@@ -443,7 +443,7 @@ async def test_reaping_sweeps_a_group_consumer_that_is_not_registered(storage):
 async def test_a_pipeline_not_answered_in_time_fails_and_the_lane_goes_on(
     storage: Lane, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each pipeline has PIPELINE_TIMEOUT from the reader's first wait for it: a Redis that
+    """Each pipeline has PIPELINE_TIMEOUT from when it was written: a Redis that
     does not answer in time fails the commands in flight (StorageError) and the lane
     reconnects; pipelines answered in time, one after the other, never add up to a
     timeout."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pulsar_gateway.core.model.entry import (
@@ -57,9 +57,11 @@ class DispatchStatus(enum.IntEnum):
     NOT_COMPACTED = 100
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DispatchReply:
-    """What one dispatch call did.
+    """What one dispatch call did. (Not frozen: one is built per dispatch round, and a
+    frozen dataclass's construction, or a ``dataclasses.replace``, costs 1.4-2.8 µs; the
+    native read completes the script's reply in place before anyone else sees it.)
 
     Attributes:
         status: see :class:`DispatchStatus`.
@@ -245,9 +247,8 @@ def dispatch_native(
             if not entries:
                 return reply
             back = [row[0] for row in entries]
-            return replace(
-                reply, settled=settle_read(lane, keys, subscription, consumer, back[-1], back, [])
-            )
+            reply.settled = settle_read(lane, keys, subscription, consumer, back[-1], back, [])
+            return reply
         left = permits - sum(d.num_messages for d in reply.deliveries)
         now = reply.now_ms
         handed_back: list[bytes] = []
@@ -269,7 +270,9 @@ def dispatch_native(
             settled = settle_read(
                 lane, keys, subscription, consumer, last_read, handed_back, scheduled
             )
-        return replace(reply, drained=len(entries) < count, settled=settled)
+        reply.drained = len(entries) < count
+        reply.settled = settled
+        return reply
 
     control.add_done_callback(combine)
     read.add_done_callback(combine)
