@@ -258,6 +258,10 @@ def dispatch_native(
             if left <= 0:
                 handed_back.append(stream_id)
                 continue
+            if len(fields) == 2 and fields[0] == BLOB:  # one message, no key, not delayed
+                deliveries.append(Delivery(stream_id, fields[1], 1, 0))
+                left -= 1
+                continue
             blob, num, at = _read_fields(fields)
             if shared and at is not None and at > now:
                 scheduled.append((stream_id, at))
