@@ -62,3 +62,29 @@ def test_connections_spread_over_several_started_gateways(tmp_path: Path) -> Non
     # 400 msg/s over 2 s, through connections to either gateway, all receipted
     assert 650 <= result["published"] <= 900
     assert result["gateway_us_per_msg"] > 0
+
+
+@pytest.mark.timeout(120)
+def test_floors_measures_every_operation(tmp_path: Path) -> None:
+    """bench/floors.py times each building block (a lane round trip against a redis-server
+    it starts) and prints the tables the benchmark docs quote."""
+    redis_server_binary()
+    out = tmp_path / "floors.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "floors.py"), "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    operations = figures["operations_us"]
+    assert len(operations) == 13
+    assert all(value > 0 for value in operations.values()), operations
+    # a round trip to Redis costs more than any in-process operation
+    lane = next(v for k, v in operations.items() if "round trip" in k)
+    assert lane == max(operations.values())
+    assert set(figures["after_sleep_us"]) == {"0", "0.3", "1", "3"}
+    assert "| operation | µs |" in proc.stdout
