@@ -16,20 +16,27 @@ import pytest
 from tests.conftest import ROOT, redis_server_binary
 
 
-def perf(tmp_path: Path, *argv: str) -> tuple[str, dict[str, Any]]:
-    """Run bench/perf.py with ``argv``; its printed report and its JSON result."""
-    redis_server_binary()  # the tool starts its own; CI must have one
-    out = tmp_path / "perf.json"
+def run_tool(tmp_path: Path, script: str, *argv: str, timeout: float = 150) -> tuple[str, Any]:
+    """Run ``bench/<script>`` with ``argv`` and ``--json``; its printed report and its
+    JSON result."""
+    redis_server_binary()  # the tools start their own; CI must have one
+    out = tmp_path / f"{script}.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "perf.py"), *argv, "--json", str(out)],
+        [sys.executable, str(ROOT / "bench" / script), *argv, "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=150,
+        timeout=timeout,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, json.loads(out.read_text())
+
+
+def perf(tmp_path: Path, *argv: str) -> tuple[str, dict[str, Any]]:
+    """Run bench/perf.py with ``argv``; its printed report and its JSON result."""
+    report, result = run_tool(tmp_path, "perf.py", *argv)
+    return report, result
 
 
 @pytest.mark.timeout(180)
@@ -68,18 +75,7 @@ def test_connections_spread_over_several_started_gateways(tmp_path: Path) -> Non
 def test_floors_measures_every_operation(tmp_path: Path) -> None:
     """bench/floors.py times each building block (a lane round trip against a redis-server
     it starts) and prints the tables the benchmark docs quote."""
-    redis_server_binary()
-    out = tmp_path / "floors.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "floors.py"), "--quick", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    figures = json.loads(out.read_text())
+    report, figures = run_tool(tmp_path, "floors.py", "--quick", timeout=110)
     operations = figures["operations_us"]
     assert len(operations) == 13
     assert all(value > 0 for value in operations.values()), operations
@@ -87,4 +83,4 @@ def test_floors_measures_every_operation(tmp_path: Path) -> None:
     lane = next(v for k, v in operations.items() if "round trip" in k)
     assert lane == max(operations.values())
     assert set(figures["after_sleep_us"]) == {"0", "0.3", "1", "3"}
-    assert "| operation | µs |" in proc.stdout
+    assert "| operation | µs |" in report

@@ -261,7 +261,8 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
     KeySpec(
         "P:{T}:notify",
         "channel",
-        '"new work on this topic" (empty messages)',
+        '"new work on this topic" (the message: the publishing gateway\'s hint token, so '
+        "that gateway drops its own)",
         "the lane after appends (once per topic per pipeline), redeliveries, releases, "
         "membership changes, seeks and cursor moves",
         "TopicKeys.notify_channel",
