@@ -36,6 +36,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Final
 
 __all__ = [
+    "DEFAULT_HTTP_PORT_TLS",
+    "DEFAULT_PORT_TLS",
     "ENV_PREFIX",
     "LOG_LEVELS",
     "REDIS_URL_SCHEMES",
@@ -166,6 +168,12 @@ def _check_optional_token(value: object) -> str | None:
     return _check_token(value)
 
 
+def _check_optional_port(value: object) -> int | None:
+    if value is None:
+        return None
+    return _check_port(value)
+
+
 def _check_log_level(value: object) -> str:
     if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
@@ -239,7 +247,19 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "token_public_key": _check_optional_non_empty,
     "token_auth_claim": _check_token,
     "authenticate_metrics_endpoint": _check_bool,
+    "tls_certificate_file_path": _check_optional_non_empty,
+    "tls_key_file_path": _check_optional_non_empty,
+    "tls_trust_certs_file_path": _check_optional_non_empty,
+    "tls_require_trusted_client_cert_on_connect": _check_bool,
+    "tls_allow_insecure_connection": _check_bool,
+    "port_tls": _check_optional_port,
+    "http_port_tls": _check_optional_port,
 }
+
+#: The TLS ports Pulsar listens on when certificates are configured and no port is given
+#: (``brokerServicePortTls``, ``webServicePortTls`` in Pulsar's standalone.conf).
+DEFAULT_PORT_TLS: Final = 6651
+DEFAULT_HTTP_PORT_TLS: Final = 8443
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +318,21 @@ class GatewayConfig:
         token_auth_claim: The claim holding the role (``tokenAuthClaim``; default ``sub``).
         authenticate_metrics_endpoint: Require a token on ``/metrics`` and the health check
             too (``authenticateMetricsEndpoint``).
+        tls_certificate_file_path: The server's certificate chain, PEM
+            (``tlsCertificateFilePath``); with it the gateway also listens with TLS.
+        tls_key_file_path: The certificate's private key, PEM (``tlsKeyFilePath``).
+        tls_trust_certs_file_path: CA certificates client certificates are checked against,
+            PEM (``tlsTrustCertsFilePath``); a client presenting a certificate they do not
+            sign is refused during the handshake.
+        tls_require_trusted_client_cert_on_connect: Refuse TLS clients without a certificate
+            signed by a trusted CA (``tlsRequireTrustedClientCertOnConnect``).
+        tls_allow_insecure_connection: Do not ask TLS clients for a certificate at all
+            (``tlsAllowInsecureConnection``): every client is let in, none is identified by
+            its certificate.
+        port_tls: Pulsar binary protocol port with TLS (``brokerServicePortTls``, clients'
+            ``pulsar+ssl://``); None = 6651 when a certificate is configured.
+        http_port_tls: HTTPS (and ``wss://``) port (``webServicePortTls``); None = 8443 when a
+            certificate is configured.
 
     Raises:
         ValueError: A field fails validation.
@@ -334,6 +369,13 @@ class GatewayConfig:
     token_public_key: str | None = None
     token_auth_claim: str = "sub"
     authenticate_metrics_endpoint: bool = False
+    tls_certificate_file_path: str | None = None
+    tls_key_file_path: str | None = None
+    tls_trust_certs_file_path: str | None = None
+    tls_require_trusted_client_cert_on_connect: bool = False
+    tls_allow_insecure_connection: bool = False
+    port_tls: int | None = None
+    http_port_tls: int | None = None
 
     def __post_init__(self) -> None:
         for name, check in _VALIDATORS.items():
@@ -345,6 +387,49 @@ class GatewayConfig:
                 # Frozen dataclass: normalization (log level case, int seconds -> float)
                 # has to bypass the generated __setattr__.
                 object.__setattr__(self, name, normalized)
+        self._check_tls()
+
+    def _check_tls(self) -> None:
+        """The TLS options that only make sense together."""
+        cert, key = self.tls_certificate_file_path, self.tls_key_file_path
+        if (cert is None) != (key is None):
+            raise ValueError(
+                "tls_certificate_file_path and tls_key_file_path: give both or neither"
+            )
+        if cert is None:
+            for name in ("port_tls", "http_port_tls", "tls_trust_certs_file_path"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: needs tls_certificate_file_path")
+        if self.tls_require_trusted_client_cert_on_connect:
+            if self.tls_trust_certs_file_path is None:
+                raise ValueError(
+                    "tls_require_trusted_client_cert_on_connect: needs "
+                    "tls_trust_certs_file_path (the CAs client certificates must be signed by)"
+                )
+            if self.tls_allow_insecure_connection:
+                raise ValueError(
+                    "tls_require_trusted_client_cert_on_connect and "
+                    "tls_allow_insecure_connection contradict each other"
+                )
+
+    @property
+    def tls_enabled(self) -> bool:
+        """Whether the gateway also listens with TLS (a certificate is configured)."""
+        return self.tls_certificate_file_path is not None
+
+    @property
+    def binary_port_tls(self) -> int | None:
+        """The TLS binary-protocol port to listen on, None without TLS."""
+        if not self.tls_enabled:
+            return None
+        return DEFAULT_PORT_TLS if self.port_tls is None else self.port_tls
+
+    @property
+    def web_port_tls(self) -> int | None:
+        """The HTTPS port to listen on, None without TLS."""
+        if not self.tls_enabled:
+            return None
+        return DEFAULT_HTTP_PORT_TLS if self.http_port_tls is None else self.http_port_tls
 
     @property
     def advertised_host(self) -> str:
@@ -547,6 +632,43 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         "BOOL",
         "require a token on /metrics and the health check as well",
     ),
+    _Option(
+        "tls_certificate_file_path",
+        _parse_str,
+        "PATH",
+        "server certificate chain (PEM): also listen with TLS (pulsar+ssl://, https://, wss://)",
+    ),
+    _Option("tls_key_file_path", _parse_str, "PATH", "the certificate's private key (PEM)"),
+    _Option(
+        "tls_trust_certs_file_path",
+        _parse_str,
+        "PATH",
+        "CA certificates (PEM) that client certificates must be signed by",
+    ),
+    _Option(
+        "tls_require_trusted_client_cert_on_connect",
+        _parse_bool,
+        "BOOL",
+        "refuse TLS clients without a certificate signed by a trusted CA",
+    ),
+    _Option(
+        "tls_allow_insecure_connection",
+        _parse_bool,
+        "BOOL",
+        "do not ask TLS clients for a certificate (none is identified by one)",
+    ),
+    _Option(
+        "port_tls",
+        _parse_int,
+        "PORT",
+        f"Pulsar binary protocol port with TLS (default {DEFAULT_PORT_TLS} with a certificate)",
+    ),
+    _Option(
+        "http_port_tls",
+        _parse_int,
+        "PORT",
+        f"HTTPS/WSS port (default {DEFAULT_HTTP_PORT_TLS} with a certificate)",
+    ),
 )
 
 _DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in fields(GatewayConfig)}
@@ -621,4 +743,7 @@ def parse_config(
             values[option.field] = _VALIDATORS[option.field](option.parse(raw))
         except ValueError as exc:
             parser.error(f"{source}: {exc}")
-    return GatewayConfig(**values)  # type: ignore[arg-type]  # types checked by _VALIDATORS
+    try:
+        return GatewayConfig(**values)  # type: ignore[arg-type]  # types checked by _VALIDATORS
+    except ValueError as exc:  # options that contradict each other (the TLS ones)
+        parser.error(str(exc))

@@ -10,6 +10,7 @@ once), stop the core and drain Redis traffic, stop the embedded Redis last.
 from __future__ import annotations
 
 import logging
+import ssl
 from types import TracebackType
 
 from aiohttp import web
@@ -22,11 +23,27 @@ from pulsar_gateway.core import Services
 from pulsar_gateway.core.storage import EmbeddedRedis, is_cluster
 from pulsar_gateway.server import wiring
 from pulsar_gateway.server.config import GatewayConfig
+from pulsar_gateway.server.tls import server_context
 from pulsar_gateway.server.wiring import Core
 
 __all__ = ["Gateway"]
 
 log = logging.getLogger("pulsar_gateway")
+
+
+async def _serve_http(
+    runner: web.AppRunner, host: str, port: int, ssl_context: ssl.SSLContext | None
+) -> int:
+    """Listen for the HTTP app on ``host:port`` (with TLS when ``ssl_context``); the port
+    bound (port 0 asks for a free one)."""
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+    await site.start()
+    server = site._server
+    if port == 0 and server is not None:
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            return int(sockets[0].getsockname()[1])
+    return port
 
 
 class Gateway:
@@ -42,6 +59,9 @@ class Gateway:
         self._http_runner: web.AppRunner | None = None
         self.port = config.port
         self.http_port = config.http_port
+        #: the TLS listeners' ports once started, None without TLS
+        self.port_tls: int | None = None
+        self.http_port_tls: int | None = None
 
     @property
     def services(self) -> Services:
@@ -52,6 +72,7 @@ class Gateway:
 
     async def start(self) -> None:
         config = self.config
+        ssl_context = server_context(config)  # first: a bad certificate stops nothing
         url = config.redis_url
         if url is None:
             self.embedded = EmbeddedRedis(config.data_dir, fsync=config.redis_fsync)
@@ -83,22 +104,24 @@ class Gateway:
             advertised_host=config.advertised_host,
             max_message_size=config.max_message_size,
             keepalive_seconds=config.keepalive_seconds,
+            ssl_context=ssl_context,
+            port_tls=config.binary_port_tls or 0,
         )
         await binary.start()
         self._binary = binary
         self.port = binary.port
+        self.port_tls = binary.port_tls
         runner = web.AppRunner(make_app(services), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, config.bind, config.http_port, reuse_address=True)
-        await site.start()
         self._http_runner = runner
-        server = site._server
-        if config.http_port == 0 and server is not None:
-            sockets = getattr(server, "sockets", None) or []
-            if sockets:
-                self.http_port = sockets[0].getsockname()[1]
-        services.cluster.advertise(self.port, self.http_port)
+        self.http_port = await _serve_http(runner, config.bind, config.http_port, None)
         log.info("HTTP (admin, metrics) on %s:%d", config.bind, self.http_port)
+        if ssl_context is not None and config.web_port_tls is not None:
+            self.http_port_tls = await _serve_http(
+                runner, config.bind, config.web_port_tls, ssl_context
+            )
+            log.info("HTTPS (admin, metrics, wss) on %s:%d", config.bind, self.http_port_tls)
+        services.cluster.advertise(self.port, self.http_port, self.port_tls, self.http_port_tls)
 
     async def stop(self) -> None:
         if self._binary is not None:
@@ -112,6 +135,19 @@ class Gateway:
         if self.embedded is not None:
             await self.embedded.stop()
         log.info("gateway stopped")
+
+    @property
+    def urls(self) -> list[str]:
+        """Where clients reach this gateway (advertised host): the binary protocol and HTTP
+        URLs, with TLS and without."""
+        host = self.config.advertised_host
+        urls = [f"pulsar://{host}:{self.port}"]
+        if self.port_tls is not None:
+            urls.append(f"pulsar+ssl://{host}:{self.port_tls}")
+        urls.append(f"http://{host}:{self.http_port}")
+        if self.http_port_tls is not None:
+            urls.append(f"https://{host}:{self.http_port_tls}")
+        return urls
 
     async def __aenter__(self) -> Gateway:
         await self.start()

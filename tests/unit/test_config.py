@@ -381,3 +381,85 @@ def test_advertised_host_from_flags() -> None:
     assert parse_config(["--bind", "192.168.1.5"], {}).advertised_host == "192.168.1.5"
     environ = {"PULSAR_GATEWAY_ADVERTISED_ADDRESS": "pgw.local"}
     assert parse_config([], environ).advertised_host == "pgw.local"
+
+
+# -- TLS ----------------------------------------------------------------------------------
+
+_TLS_FLAGS = ["--tls-certificate-file-path", "/c.pem", "--tls-key-file-path", "/k.pem"]
+
+
+def test_tls_is_off_without_a_certificate() -> None:
+    config = GatewayConfig()
+    assert config.tls_enabled is False
+    assert config.binary_port_tls is None
+    assert config.web_port_tls is None
+
+
+def test_tls_ports_default_to_pulsars_with_a_certificate() -> None:
+    config = parse_config(_TLS_FLAGS, {})
+    assert config.tls_enabled is True
+    assert (config.binary_port_tls, config.web_port_tls) == (6651, 8443)
+    assert config.tls_require_trusted_client_cert_on_connect is False
+    assert config.tls_allow_insecure_connection is False
+
+
+def test_tls_options_from_flags_and_environment() -> None:
+    config = parse_config(
+        [
+            *_TLS_FLAGS,
+            "--port-tls",
+            "16651",
+            "--tls-require-trusted-client-cert-on-connect",
+            "true",
+        ],
+        {
+            "PULSAR_GATEWAY_HTTP_PORT_TLS": "18443",
+            "PULSAR_GATEWAY_TLS_TRUST_CERTS_FILE_PATH": "/ca.pem",
+        },
+    )
+    assert config.tls_certificate_file_path == "/c.pem"
+    assert config.tls_key_file_path == "/k.pem"
+    assert config.tls_trust_certs_file_path == "/ca.pem"
+    assert (config.binary_port_tls, config.web_port_tls) == (16651, 18443)
+    assert config.tls_require_trusted_client_cert_on_connect is True
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tls_certificate_file_path": "/c.pem"}, "give both or neither"),
+        ({"tls_key_file_path": "/k.pem"}, "give both or neither"),
+        ({"port_tls": 6651}, "port_tls: needs tls_certificate_file_path"),
+        ({"http_port_tls": 8443}, "http_port_tls: needs tls_certificate_file_path"),
+        ({"tls_trust_certs_file_path": "/ca.pem"}, "needs tls_certificate_file_path"),
+        (
+            {
+                "tls_certificate_file_path": "/c.pem",
+                "tls_key_file_path": "/k.pem",
+                "tls_require_trusted_client_cert_on_connect": True,
+            },
+            "needs tls_trust_certs_file_path",
+        ),
+        (
+            {
+                "tls_certificate_file_path": "/c.pem",
+                "tls_key_file_path": "/k.pem",
+                "tls_trust_certs_file_path": "/ca.pem",
+                "tls_require_trusted_client_cert_on_connect": True,
+                "tls_allow_insecure_connection": True,
+            },
+            "contradict",
+        ),
+        ({"port_tls": 70000}, "port_tls: port must be in"),
+    ],
+)
+def test_tls_options_that_do_not_fit_together(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GatewayConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_contradictory_tls_flags_are_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        parse_config(["--tls-key-file-path", "/k.pem"], {})
+    assert excinfo.value.code == 2
+    assert "give both or neither" in capsys.readouterr().err

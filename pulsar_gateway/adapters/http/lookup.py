@@ -14,11 +14,13 @@ answers this gateway: ``LookupData`` as Pulsar serializes it, with null fields l
      "nativeUrl": "pulsar://host:6650", "brokerUrlSsl": ""}
 
 (``nativeUrl`` and the always-empty ``brokerUrlSsl`` are legacy fields Pulsar keeps for older
-clients; TLS URLs are absent: the gateway has no TLS listener.) Topics are created on first use, as
-on a broker with ``allowAutoTopicCreation``, so a valid name is never 404. A name Pulsar's
-``TopicName`` refuses is a 412 "Topic name is not valid", the admin API's answer
-(``validateTopicName``); Pulsar's lookup resource lets the parser's error escape. Partitioned topics
-need no lookup variant: clients read the partition count from the admin ``.../partitions`` resource
+clients.) With TLS listeners (``--tls-certificate-file-path``) it also carries
+``brokerUrlTls`` (``pulsar+ssl://host:6651``) and ``httpUrlTls`` (``https://host:8443``).
+Topics are created on first use, as on a broker with ``allowAutoTopicCreation``, so a
+valid name is never 404. A name Pulsar's ``TopicName`` refuses is a 412 "Topic name is not
+valid", the admin API's answer (``validateTopicName``); Pulsar's lookup resource lets the
+parser's error escape. Partitioned topics need no lookup variant: clients read the partition
+count from the admin ``.../partitions`` resource
 (pulsar_gateway/adapters/http/topics.py) and look up each partition here.
 """
 
@@ -37,14 +39,25 @@ _V2 = f"/lookup/v2/topic/{_DOMAIN}/{{tenant}}/{{namespace}}/{{topic}}"
 _V1 = f"/lookup/v2/destination/{_DOMAIN}/{{tenant}}/{{cluster}}/{{namespace}}/{{topic}}"
 
 
-def lookup_data(broker_url: str, http_url: str) -> dict[str, str]:
-    """Pulsar's ``LookupData`` JSON for a topic served at these URLs."""
-    return {
+def lookup_data(
+    broker_url: str,
+    http_url: str,
+    broker_url_tls: str | None = None,
+    http_url_tls: str | None = None,
+) -> dict[str, str]:
+    """Pulsar's ``LookupData`` JSON for a topic served at these URLs (the TLS ones left out
+    when None, as Pulsar leaves out null fields)."""
+    data = {
         "brokerUrl": broker_url,
         "httpUrl": http_url,
         "nativeUrl": broker_url,
         "brokerUrlSsl": "",
     }
+    if broker_url_tls is not None:
+        data["brokerUrlTls"] = broker_url_tls
+    if http_url_tls is not None:
+        data["httpUrlTls"] = http_url_tls
+    return data
 
 
 def _topic(request: web.Request) -> TopicName:
@@ -60,7 +73,13 @@ def _topic(request: web.Request) -> TopicName:
 
 async def lookup_topic(services: Services, request: web.Request) -> dict[str, str]:
     _topic(request)
-    return lookup_data(services.cluster.broker_service_url, services.cluster.service_url)
+    cluster = services.cluster
+    return lookup_data(
+        cluster.broker_service_url,
+        cluster.service_url,
+        cluster.broker_service_url_tls,
+        cluster.service_url_tls,
+    )
 
 
 async def namespace_bundle(request: web.Request) -> web.Response:

@@ -169,7 +169,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "LongRunningProcessStatus": _obj(status=_STR, lastError=_STR),
     "TopicList": {"type": "array", "items": _STR},
     "NameList": {"type": "array", "items": _STR},
-    "ClusterData": _obj(serviceUrl=_STR, brokerServiceUrl=_STR),
+    "ClusterData": _obj(
+        serviceUrl=_STR, brokerServiceUrl=_STR, serviceUrlTls=_STR, brokerServiceUrlTls=_STR
+    ),
     "TenantInfo": _obj(
         adminRoles={"type": "array", "items": _STR},
         allowedClusters={"type": "array", "items": _STR},

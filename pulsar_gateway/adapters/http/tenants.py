@@ -69,9 +69,15 @@ FULL_BUNDLE = "0x00000000_0xffffffff"
 def _cluster_data(services: Services) -> dict[str, Any]:
     """ClusterData as Pulsar serializes it (null fields left out, Jackson NON_NULL)."""
     cluster = services.cluster
-    return {
+    data: dict[str, Any] = {
         "serviceUrl": cluster.service_url,
         "brokerServiceUrl": cluster.broker_service_url,
+    }
+    if cluster.service_url_tls is not None:
+        data["serviceUrlTls"] = cluster.service_url_tls
+    if cluster.broker_service_url_tls is not None:
+        data["brokerServiceUrlTls"] = cluster.broker_service_url_tls
+    return data | {
         "brokerClientTlsEnabled": False,
         "tlsAllowInsecureConnection": False,
         "brokerClientTlsEnabledWithKeyStore": False,

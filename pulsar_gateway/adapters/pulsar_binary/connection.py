@@ -285,15 +285,19 @@ class ServerConnection:
         r.message = message
         self._command(cmd)
 
-    def send_lookup_response(self, request_id: int, service_url: str) -> None:
+    def send_lookup_response(
+        self, request_id: int, service_url: str, service_url_tls: str | None = None
+    ) -> None:
         """Answer LOOKUP with Connect to this gateway (the client stays on one socket when
-        ``service_url`` equals its own service URL; protocol brief 3.1)."""
+        the URL it uses equals its own service URL; protocol brief 3.1). A ``pulsar+ssl://``
+        client connects to ``brokerServiceUrlTls``: the TLS listener's URL when there is
+        one, else the plain one (a TLS-terminating load balancer in front)."""
         cmd = pb.BaseCommand(type=T.LOOKUP_RESPONSE)
         r = cmd.lookupTopicResponse
         r.request_id = request_id
         r.response = pb.CommandLookupTopicResponse.Connect
         r.brokerServiceUrl = service_url
-        r.brokerServiceUrlTls = service_url
+        r.brokerServiceUrlTls = service_url_tls or service_url
         r.authoritative = True
         r.proxy_through_service_url = False
         self._command(cmd)

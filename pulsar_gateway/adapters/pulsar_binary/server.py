@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from typing import cast
 
 from pulsar_gateway.adapters.pulsar_binary.connection import ServerConnection
@@ -46,7 +47,13 @@ class PulsarProtocol(asyncio.Protocol):
                 else None
             ),
         )
-        self.session = Session(server.services, self.conn, server.service_url, self.wants_flush)
+        self.session = Session(
+            server.services,
+            self.conn,
+            server.service_url,
+            self.wants_flush,
+            server.service_url_tls,
+        )
         self.transport: asyncio.Transport | None = None
         self._flush_scheduled = False
         self._keepalive: asyncio.TimerHandle | None = None
@@ -144,44 +151,75 @@ class BinaryServer:
         max_message_size: int,
         keepalive_seconds: float = 30.0,
         server_version: str = "pulsar-redis-gateway",
+        ssl_context: ssl.SSLContext | None = None,
+        port_tls: int = 0,
     ) -> None:
+        """With ``ssl_context``, connections are also accepted with TLS on ``port_tls``
+        (Pulsar's ``brokerServicePortTls``; clients' ``pulsar+ssl://``)."""
         self.services = services
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context
+        self.port_tls: int | None = port_tls if ssl_context is not None else None
         self.advertised_host = advertised_host
         self.max_message_size = max_message_size
         self.keepalive_seconds = keepalive_seconds
         self.server_version = server_version
         self.connections: set[PulsarProtocol] = set()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
 
     @property
     def service_url(self) -> str:
         """The URL LOOKUP answers with (``pulsar://advertised-host:port``)."""
         return f"pulsar://{self.advertised_host}:{self.port}"
 
+    @property
+    def service_url_tls(self) -> str | None:
+        """The TLS listener's URL (``pulsar+ssl://advertised-host:port``), None without."""
+        if self.port_tls is None:
+            return None
+        return f"pulsar+ssl://{self.advertised_host}:{self.port_tls}"
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
+        server = await loop.create_server(
             lambda: PulsarProtocol(self), self.host, self.port, reuse_address=True
         )
+        self._servers.append(server)
         if self.port == 0:
-            self.port = self._server.sockets[0].getsockname()[1]
+            self.port = server.sockets[0].getsockname()[1]
         log.info(
             "Pulsar binary protocol on %s:%d (advertised %s)",
             self.host,
             self.port,
             self.service_url,
         )
+        if self.ssl_context is not None and self.port_tls is not None:
+            server = await loop.create_server(
+                lambda: PulsarProtocol(self),
+                self.host,
+                self.port_tls,
+                ssl=self.ssl_context,
+                reuse_address=True,
+            )
+            self._servers.append(server)
+            if self.port_tls == 0:
+                self.port_tls = server.sockets[0].getsockname()[1]
+            log.info(
+                "Pulsar binary protocol with TLS on %s:%d (advertised %s)",
+                self.host,
+                self.port_tls,
+                self.service_url_tls,
+            )
 
     async def close(self) -> None:
         """Stop accepting, close every connection, wait for their sessions to finish."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         connections = list(self.connections)
         for protocol in connections:
             protocol.close("gateway shutting down")
         if connections:
             await asyncio.wait([p.closed for p in connections], timeout=10)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()

@@ -109,10 +109,14 @@ class Session:
         conn: ServerConnection,
         service_url: str,
         wants_flush: Callable[[], None],
+        service_url_tls: str | None = None,
     ) -> None:
+        """``service_url`` and ``service_url_tls`` (``pulsar+ssl://``, None without TLS):
+        where LOOKUP sends clients."""
         self.services = services
         self.conn = conn
         self.service_url = service_url
+        self.service_url_tls = service_url_tls
         self.wants_flush = wants_flush
         self.producers: dict[int, ProducerHandle] = {}
         #: per producer, its SENDs not answered yet, in send order: (producer id, sequence
@@ -207,7 +211,7 @@ class Session:
             return
         authz = self.services.authorization
         if not authz.enabled:
-            self.conn.send_lookup_response(cmd.request_id, self.service_url)
+            self.conn.send_lookup_response(cmd.request_id, self.service_url, self.service_url_tls)
             return
 
         async def run() -> None:
@@ -217,7 +221,9 @@ class Session:
             if refusal is not None:
                 self.conn.send_lookup_error(cmd.request_id, *server_error(refusal))
             else:
-                self.conn.send_lookup_response(cmd.request_id, self.service_url)
+                self.conn.send_lookup_response(
+                    cmd.request_id, self.service_url, self.service_url_tls
+                )
 
         self._spawn(run())
 

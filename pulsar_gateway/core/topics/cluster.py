@@ -28,10 +28,19 @@ class Cluster:
         self.key_prefix = key_prefix
         self.broker_port = 6650
         self.http_port = 8080
+        self.broker_port_tls: int | None = None
+        self.http_port_tls: int | None = None
 
-    def advertise(self, broker_port: int, http_port: int) -> None:
-        """Record the ports this gateway listens on."""
+    def advertise(
+        self,
+        broker_port: int,
+        http_port: int,
+        broker_port_tls: int | None = None,
+        http_port_tls: int | None = None,
+    ) -> None:
+        """Record the ports this gateway listens on (the TLS ones None without TLS)."""
         self.broker_port, self.http_port = broker_port, http_port
+        self.broker_port_tls, self.http_port_tls = broker_port_tls, http_port_tls
 
     @property
     def broker_service_url(self) -> str:
@@ -42,6 +51,22 @@ class Cluster:
     def service_url(self) -> str:
         """``http://host:port``: ClusterData ``serviceUrl``, LookupData ``httpUrl``."""
         return f"http://{self.advertised_host}:{self.http_port}"
+
+    @property
+    def broker_service_url_tls(self) -> str | None:
+        """``pulsar+ssl://host:port``: ClusterData ``brokerServiceUrlTls``, LookupData
+        ``brokerUrlTls``; None without TLS."""
+        if self.broker_port_tls is None:
+            return None
+        return f"pulsar+ssl://{self.advertised_host}:{self.broker_port_tls}"
+
+    @property
+    def service_url_tls(self) -> str | None:
+        """``https://host:port``: ClusterData ``serviceUrlTls``, LookupData ``httpUrlTls``;
+        None without TLS."""
+        if self.http_port_tls is None:
+            return None
+        return f"https://{self.advertised_host}:{self.http_port_tls}"
 
     def internal_configuration(self) -> dict[str, str]:
         """Pulsar's ``InternalConfigurationData``: the metadata store and the ledgers' home
