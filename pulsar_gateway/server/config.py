@@ -35,6 +35,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
+from pulsar_gateway.core.policies.authentication import AUTHENTICATION_PROVIDERS
+
 __all__ = [
     "DEFAULT_HTTP_PORT_TLS",
     "DEFAULT_PORT_TLS",
@@ -168,6 +170,30 @@ def _check_optional_token(value: object) -> str | None:
     return _check_token(value)
 
 
+def _check_providers(value: object) -> tuple[str, ...]:
+    """Pulsar's ``authenticationProviders``: a comma-separated list of ``token``, ``tls`` or
+    Pulsar's provider class names; stored as short names."""
+    if isinstance(value, str):
+        items: list[object] = list(value.split(","))
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ValueError(f"must be a comma-separated list of providers, got {value!r}")
+    providers: list[str] = []
+    for item in items:
+        name = item.strip() if isinstance(item, str) else item
+        if name == "":
+            continue
+        short = AUTHENTICATION_PROVIDERS.get(name) if isinstance(name, str) else None
+        if short is None:
+            raise ValueError(f"unknown authentication provider {item!r} (token or tls)")
+        if short not in providers:
+            providers.append(short)
+    if not providers:
+        raise ValueError("must name at least one provider (token, tls)")
+    return tuple(providers)
+
+
 def _check_optional_port(value: object) -> int | None:
     if value is None:
         return None
@@ -247,6 +273,7 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "token_public_key": _check_optional_non_empty,
     "token_auth_claim": _check_token,
     "authenticate_metrics_endpoint": _check_bool,
+    "authentication_providers": _check_providers,
     "tls_certificate_file_path": _check_optional_non_empty,
     "tls_key_file_path": _check_optional_non_empty,
     "tls_trust_certs_file_path": _check_optional_non_empty,
@@ -318,6 +345,9 @@ class GatewayConfig:
         token_auth_claim: The claim holding the role (``tokenAuthClaim``; default ``sub``).
         authenticate_metrics_endpoint: Require a token on ``/metrics`` and the health check
             too (``authenticateMetricsEndpoint``).
+        authentication_providers: How clients may authenticate (``authenticationProviders``):
+            ``token`` (JWT) and ``tls`` (the client certificate's common name; needs
+            trusted CAs to verify certificates with).
         tls_certificate_file_path: The server's certificate chain, PEM
             (``tlsCertificateFilePath``); with it the gateway also listens with TLS.
         tls_key_file_path: The certificate's private key, PEM (``tlsKeyFilePath``).
@@ -369,6 +399,7 @@ class GatewayConfig:
     token_public_key: str | None = None
     token_auth_claim: str = "sub"
     authenticate_metrics_endpoint: bool = False
+    authentication_providers: tuple[str, ...] = ("token",)
     tls_certificate_file_path: str | None = None
     tls_key_file_path: str | None = None
     tls_trust_certs_file_path: str | None = None
@@ -400,6 +431,19 @@ class GatewayConfig:
             for name in ("port_tls", "http_port_tls", "tls_trust_certs_file_path"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name}: needs tls_certificate_file_path")
+        certificates_unverified = (
+            self.tls_trust_certs_file_path is None or self.tls_allow_insecure_connection
+        )
+        if (
+            self.authentication_enabled
+            and "tls" in self.authentication_providers
+            and certificates_unverified
+        ):
+            raise ValueError(
+                "authentication_providers: tls needs tls_trust_certs_file_path, without "
+                "tls_allow_insecure_connection (client certificates must be asked for "
+                "and verified)"
+            )
         if self.tls_require_trusted_client_cert_on_connect:
             if self.tls_trust_certs_file_path is None:
                 raise ValueError(
@@ -631,6 +675,12 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_bool,
         "BOOL",
         "require a token on /metrics and the health check as well",
+    ),
+    _Option(
+        "authentication_providers",
+        _parse_str,
+        "LIST",
+        "authentication providers, comma-separated: token, tls (or Pulsar's class names)",
     ),
     _Option(
         "tls_certificate_file_path",

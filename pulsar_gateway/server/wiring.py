@@ -103,6 +103,7 @@ def build(
         secret_key=config.token_secret_key,
         public_key=config.token_public_key,
         role_claim=config.token_auth_claim,
+        providers=config.authentication_providers,
     )
     gateway_id = config.gateway_id or secrets.token_hex(4)
     lease_ms = int(config.consumer_lease_seconds * 1000)

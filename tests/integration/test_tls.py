@@ -321,3 +321,82 @@ def test_a_gateway_keeps_its_state_in_redis_over_tls(
             assert plain.xlen(stream_key(topic)) == 5
     finally:
         gw.stop()
+
+
+def test_tls_authentication_takes_the_role_from_the_client_certificate(
+    gateway_factory: Callable[..., GatewayThread],
+    client_factory: Callable[..., Any],
+    pki: tuple[Authority, CertFiles, Authority],
+    topic: str,
+) -> None:
+    """``AuthenticationProviderTls``: the role is the certificate's common name, so with
+    authorization on, what a client may do follows its certificate. A client without a
+    certificate, or one that says ``tls`` over the plain port, is not authenticated."""
+    authority, server, _ = pki
+    ca = str(authority.cert_path)
+    gw = gateway_factory(
+        **tls_options(
+            authority,
+            server,
+            tls_trust_certs_file_path=ca,
+            authentication_enabled=True,
+            authorization_enabled=True,
+            authentication_providers=("tls",),
+            superuser_roles=("admin-1",),
+        )
+    )
+    admin_cert = authority.issue("admin-1", server=False)
+    other_cert = authority.issue("app-2", server=False)
+
+    def tls_client(cert: CertFiles, url: str | None = None) -> Any:
+        return client_factory(
+            url or tls_url(gw),
+            tls_trust_certs_file_path=ca,
+            authentication=pulsar.AuthenticationTLS(str(cert.cert), str(cert.key)),
+            operation_timeout_seconds=5,
+        )
+
+    assert round_trip(tls_client(admin_cert), topic, 3) == [b"m-0", b"m-1", b"m-2"]
+    # app-2 is authenticated but has no permission on public/default
+    with pytest.raises(pulsar.PulsarException):
+        tls_client(other_cert).create_producer(topic)
+    anonymous = client_factory(
+        tls_url(gw), tls_trust_certs_file_path=ca, operation_timeout_seconds=5
+    )
+    with pytest.raises(pulsar.PulsarException):
+        anonymous.create_producer(topic)
+    # the plain port has no certificate to read: "tls" there authenticates no one
+    with pytest.raises(pulsar.PulsarException):
+        tls_client(admin_cert, gw.url).create_producer(topic)
+
+
+async def test_https_authenticates_by_client_certificate(
+    gateway_factory: Callable[..., GatewayThread],
+    pki: tuple[Authority, CertFiles, Authority],
+) -> None:
+    authority, server, _ = pki
+    gw = gateway_factory(
+        **tls_options(
+            authority,
+            server,
+            tls_trust_certs_file_path=str(authority.cert_path),
+            authentication_enabled=True,
+            authorization_enabled=True,
+            authentication_providers=("tls",),
+            superuser_roles=("admin-1",),
+        )
+    )
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    url = https_url(gw) + "/admin/v2/clusters"
+
+    async def status(cert: CertFiles | None) -> int:
+        connector = aiohttp.TCPConnector(ssl=client_context(authority.cert_path, cert))
+        async with (
+            aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
+            http.get(url) as r,
+        ):
+            return r.status
+
+    assert await status(authority.issue("admin-1", server=False)) == 200
+    assert await status(authority.issue("app-3", server=False)) == 403  # not a superuser
+    assert await status(None) == 401  # no certificate, no token

@@ -17,11 +17,13 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from pulsar_gateway.adapters.peer_certificate import certificate_role
 from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.adapters.pulsar_binary.connection import ConnectionState, ServerConnection
 from pulsar_gateway.core.errors import AuthenticationError
 from pulsar_gateway.core.policies.authentication import (
     AuthenticatedRole,
+    AuthenticationProviderTls,
     AuthenticationProviderToken,
     AuthenticationService,
     bearer_token,
@@ -395,3 +397,106 @@ def test_without_authentication_credentials_are_ignored() -> None:
     conn.receive_data(connect_frame("token", b"anything"))
     assert [c.type for c in out(conn)] == [T.CONNECTED]
     assert conn.authenticated is None
+
+
+# -- TLS client certificates (AuthenticationProviderTls) -------------------------------------
+
+
+def test_tls_provider_takes_the_certificate_role() -> None:
+    service = AuthenticationService(None, AuthenticationProviderTls())
+    assert service.enabled
+    assert service.authenticate_command("tls", b"", "app-1").role == "app-1"
+    assert service.authenticate_command("tls", b"", "app-1").expires_at is None
+    with pytest.raises(AuthenticationError, match="unable to authenticate with TLS certificate"):
+        service.authenticate_command("tls", b"", None)
+    # no token provider: a token is no credential
+    with pytest.raises(AuthenticationError, match="no authentication provider for 'token'"):
+        service.authenticate_command("token", b"x.y.z", "app-1")
+    # over HTTP, without an Authorization header, the certificate
+    assert service.authenticate_http(None, "admin-1").role == "admin-1"
+    with pytest.raises(AuthenticationError):
+        service.authenticate_http(None, None)
+    with pytest.raises(AuthenticationError, match="no client certificate"):
+        service.authenticate_http("Bearer x.y.z", "admin-1")
+
+
+def test_token_and_tls_providers_together(provider: AuthenticationProviderToken) -> None:
+    service = AuthenticationService(provider, AuthenticationProviderTls())
+    token = hs256({"sub": "app"})
+    assert service.authenticate_command("token", token.encode(), "cert-role").role == "app"
+    assert service.authenticate_command("tls", b"", "cert-role").role == "cert-role"
+    # a header is the request's credential; without one, the certificate
+    assert service.authenticate_http(f"Bearer {token}", "cert-role").role == "app"
+    assert service.authenticate_http(None, "cert-role").role == "cert-role"
+    with pytest.raises(AuthenticationError):
+        service.authenticate_http("Bearer not-a-token", "cert-role")
+    with pytest.raises(AuthenticationError, match="no authentication provider"):
+        service.authenticate_command("basic", b"u:p", "cert-role")
+
+
+def test_token_provider_alone_refuses_tls_method(provider: AuthenticationProviderToken) -> None:
+    service = AuthenticationService(provider)
+    with pytest.raises(AuthenticationError, match="no authentication provider for 'tls'"):
+        service.authenticate_command("tls", b"", "app-1")
+
+
+def test_providers_from_settings() -> None:
+    tls_only = AuthenticationService.from_settings(enabled=True, providers=("tls",))
+    assert tls_only.provider is None and tls_only.tls is not None
+    with pytest.raises(ValueError, match="token_secret_key"):
+        AuthenticationService.from_settings(enabled=True, providers=("token", "tls"))
+    assert not AuthenticationService.from_settings(enabled=False, providers=("tls",)).enabled
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("tls", ("tls",)),
+        ("token, tls", ("token", "tls")),
+        (
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderToken,"
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderTls",
+            ("token", "tls"),
+        ),
+        ("tls,tls", ("tls",)),
+    ],
+)
+def test_authentication_providers_option(raw: str, expected: tuple[str, ...]) -> None:
+    assert parse_config(["--authentication-providers", raw], {}).authentication_providers == (
+        expected
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"authentication_providers": "kerberos"}, "unknown authentication provider"),
+        ({"authentication_providers": ""}, "at least one provider"),
+        (
+            {"authentication_enabled": True, "authentication_providers": ("tls",)},
+            "tls needs tls_trust_certs_file_path",
+        ),
+        (
+            {
+                "authentication_enabled": True,
+                "authentication_providers": ("tls",),
+                "tls_certificate_file_path": "/c.pem",
+                "tls_key_file_path": "/k.pem",
+                "tls_trust_certs_file_path": "/ca.pem",
+                "tls_allow_insecure_connection": True,
+            },
+            "without tls_allow_insecure_connection",
+        ),
+    ],
+)
+def test_authentication_providers_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GatewayConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_certificate_role_is_the_subject_common_name() -> None:
+    subject = ((("organizationName", "acme"),), (("commonName", "app-1"),))
+    assert certificate_role({"subject": subject, "issuer": ()}) == "app-1"
+    assert certificate_role({}) is None  # not verified, or not asked for
+    assert certificate_role(None) is None  # a plain connection
+    assert certificate_role({"subject": ((("organizationName", "acme"),),)}) is None

@@ -1,4 +1,5 @@
-"""Token authentication and authorization for the whole HTTP front, as one middleware.
+"""Authentication (token or client certificate) and authorization for the whole HTTP front,
+as one middleware.
 
 Theory of operation. Pulsar authenticates HTTP requests in a servlet filter that runs before
 any resource (``AuthenticationFilter``; for WebSocket, ``AbstractWebSocketHandler.checkAuth``
@@ -41,7 +42,9 @@ admin code answers those with 401, while its API documents 403; the Java and Pyt
 clients raise the same ``NotAuthorizedException`` for both, and 403 keeps "who are you"
 apart from "you may not".) A WebSocket client that cannot set headers (a browser) passes the
 token as the ``token`` query parameter, with or without ``Bearer`` (Pulsar's
-``WebSocketHttpServletRequestWrapper``).
+``WebSocketHttpServletRequestWrapper``). With the TLS provider on, a request without a token
+over HTTPS is authenticated by its connection's verified client certificate (the role is
+its common name, ``AuthenticationProviderTls``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from urllib.parse import unquote
 from aiohttp import web
 
 from pulsar_gateway.adapters.http import permissions
+from pulsar_gateway.adapters.peer_certificate import certificate_role
 from pulsar_gateway.adapters.resource import SERVICES, fail, http_error
 from pulsar_gateway.core import (
     AuthAction,
@@ -257,9 +261,11 @@ def _middleware() -> Callable[..., Awaitable[web.StreamResponse]]:
         )
         if need.access is Access.OPEN:
             return await handler(request)
+        transport = request.transport
+        peercert = transport.get_extra_info("peercert") if transport is not None else None
         try:
             authenticated = services.authentication.authenticate_http(
-                _credentials(request, need.websocket)
+                _credentials(request, need.websocket), certificate_role(peercert)
             )
         except AuthenticationError:
             reason = "Failed to authenticate" if need.websocket else "Authentication required"

@@ -20,6 +20,7 @@ import socket
 import ssl
 from typing import cast
 
+from pulsar_gateway.adapters.peer_certificate import certificate_role
 from pulsar_gateway.adapters.pulsar_binary.connection import ServerConnection
 from pulsar_gateway.adapters.pulsar_binary.session import Session
 from pulsar_gateway.core import Services
@@ -42,7 +43,11 @@ class PulsarProtocol(asyncio.Protocol):
             max_message_size=server.max_message_size,
             on_error=lambda code: errors.labels("binary", pb.ServerError.Name(code)).inc(),
             authenticate=(
-                (lambda cmd: auth.authenticate_command(cmd.auth_method_name, cmd.auth_data))
+                (
+                    lambda cmd: auth.authenticate_command(
+                        cmd.auth_method_name, cmd.auth_data, self.certificate_role
+                    )
+                )
                 if auth.enabled
                 else None
             ),
@@ -55,6 +60,8 @@ class PulsarProtocol(asyncio.Protocol):
             server.service_url_tls,
         )
         self.transport: asyncio.Transport | None = None
+        #: the common name of the client's verified TLS certificate, None without one
+        self.certificate_role: str | None = None
         self._flush_scheduled = False
         self._keepalive: asyncio.TimerHandle | None = None
         self.closed = asyncio.get_running_loop().create_future()
@@ -63,6 +70,7 @@ class PulsarProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self.certificate_role = certificate_role(transport.get_extra_info("peercert"))
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):

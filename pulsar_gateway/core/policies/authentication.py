@@ -1,4 +1,5 @@
-"""Token authentication (JWT), as Pulsar's ``AuthenticationProviderToken`` does it; no I/O.
+"""Token authentication (JWT), as Pulsar's ``AuthenticationProviderToken`` does it, and
+TLS client-certificate authentication, as ``AuthenticationProviderTls``; no I/O.
 
 Theory of operation. A client proves its role with a JSON Web Token signed by the operator:
 
@@ -27,6 +28,13 @@ string, as ``AuthenticationProviderToken.getPrincipal`` does.
 
 Keys are given as Pulsar's ``AuthTokenUtils.readKeyFromUrl`` reads them: ``file:///path``,
 ``data:;base64,<base64>``, a path to an existing file, or the base64-encoded key itself.
+
+TLS authentication: the client presents a certificate in the TLS handshake, which the
+listener verifies against the trusted CAs (``tlsTrustCertsFilePath``); the role is the
+certificate subject's common name (``AuthenticationProviderTls``). The binary client says
+``auth_method_name = "tls"``; over HTTP a request without an ``Authorization`` header is
+authenticated by its connection's certificate. The adapters read the common name from the
+connection and hand it here: this module sees no sockets.
 """
 
 from __future__ import annotations
@@ -46,8 +54,11 @@ from cryptography.hazmat.primitives.serialization import load_der_public_key, lo
 from pulsar_gateway.core.errors import AuthenticationError
 
 __all__ = [
+    "AUTHENTICATION_PROVIDERS",
+    "AUTH_METHOD_TLS",
     "AUTH_METHOD_TOKEN",
     "AuthenticatedRole",
+    "AuthenticationProviderTls",
     "AuthenticationProviderToken",
     "AuthenticationService",
     "bearer_token",
@@ -56,6 +67,17 @@ __all__ = [
 
 #: ``CommandConnect.auth_method_name`` of token authentication (``getAuthMethodName``).
 AUTH_METHOD_TOKEN: Final = "token"
+#: ... and of TLS client-certificate authentication.
+AUTH_METHOD_TLS: Final = "tls"
+
+#: The providers the gateway has, by their short name and by Pulsar's class name (what
+#: ``authenticationProviders`` lists in broker.conf).
+AUTHENTICATION_PROVIDERS: Final = {
+    AUTH_METHOD_TOKEN: AUTH_METHOD_TOKEN,
+    AUTH_METHOD_TLS: AUTH_METHOD_TLS,
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": AUTH_METHOD_TOKEN,
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": AUTH_METHOD_TLS,
+}
 
 #: The ``Authorization`` header prefix (``HTTP_HEADER_VALUE_PREFIX``).
 _BEARER: Final = "Bearer "
@@ -266,14 +288,35 @@ def _load_public_key(data: bytes) -> tuple[Any, list[str]]:
     raise ValueError(f"the token public key must be RSA or EC, got {type(key).__name__}")
 
 
-class AuthenticationService:
-    """Pulsar's ``AuthenticationService`` with the one provider the gateway has (token).
+class AuthenticationProviderTls:
+    """The role is the common name of the client certificate the TLS handshake verified."""
 
-    ``provider`` None means authentication is off: nothing is asked of clients.
+    def authenticate(self, certificate_role: str | None) -> AuthenticatedRole:
+        """``certificate_role``: the verified certificate's common name, None when the
+        connection has no verified certificate (plain, or none presented).
+
+        Raises:
+            AuthenticationError: No verified certificate, or one without a common name.
+        """
+        if not certificate_role:
+            # Pulsar's wording (AuthenticationProviderTls.authenticate)
+            raise AuthenticationError("Client unable to authenticate with TLS certificate")
+        return AuthenticatedRole(certificate_role, None)
+
+
+class AuthenticationService:
+    """Pulsar's ``AuthenticationService`` with the providers the gateway has (token, TLS).
+
+    No provider means authentication is off: nothing is asked of clients.
     """
 
-    def __init__(self, provider: AuthenticationProviderToken | None = None) -> None:
+    def __init__(
+        self,
+        provider: AuthenticationProviderToken | None = None,
+        tls: AuthenticationProviderTls | None = None,
+    ) -> None:
         self.provider = provider
+        self.tls = tls
 
     @classmethod
     def from_settings(
@@ -283,31 +326,44 @@ class AuthenticationService:
         secret_key: str | None = None,
         public_key: str | None = None,
         role_claim: str = "sub",
+        providers: tuple[str, ...] = (AUTH_METHOD_TOKEN,),
     ) -> AuthenticationService:
-        """Raises ValueError when authentication is enabled without a usable key."""
+        """``providers``: short names (``token``, ``tls``).
+
+        Raises:
+            ValueError: authentication is enabled with the token provider and no usable key.
+        """
         if not enabled:
             return cls(None)
-        return cls(
-            AuthenticationProviderToken.from_settings(
+        token = None
+        if AUTH_METHOD_TOKEN in providers:
+            token = AuthenticationProviderToken.from_settings(
                 secret_key=secret_key, public_key=public_key, role_claim=role_claim
             )
-        )
+        tls = AuthenticationProviderTls() if AUTH_METHOD_TLS in providers else None
+        return cls(token, tls)
 
     @property
     def enabled(self) -> bool:
-        return self.provider is not None
+        return self.provider is not None or self.tls is not None
 
-    def authenticate_command(self, auth_method_name: str, auth_data: bytes) -> AuthenticatedRole:
-        """Authenticate a binary connection's CONNECT (or AUTH_RESPONSE) credentials.
+    def authenticate_command(
+        self, auth_method_name: str, auth_data: bytes, certificate_role: str | None = None
+    ) -> AuthenticatedRole:
+        """Authenticate a binary connection's CONNECT (or AUTH_RESPONSE) credentials;
+        ``certificate_role``: the common name of the connection's verified client
+        certificate, None without one.
 
         Raises:
-            AuthenticationError: Authentication is on and the credentials are not a valid
-                token (another method counts as no credentials: Pulsar has no provider for
-                it and, without an anonymous role, refuses).
+            AuthenticationError: Authentication is on and the credentials are not valid for
+                their method's provider (a method without a provider counts as no
+                credentials: Pulsar, without an anonymous role, refuses).
         """
-        if self.provider is None:
+        if not self.enabled:
             raise AuthenticationError("authentication is not enabled")
-        if auth_method_name != AUTH_METHOD_TOKEN:
+        if auth_method_name == AUTH_METHOD_TLS and self.tls is not None:
+            return self.tls.authenticate(certificate_role)
+        if auth_method_name != AUTH_METHOD_TOKEN or self.provider is None:
             raise AuthenticationError(
                 f"No anonymous role, and no authentication provider for {auth_method_name!r}"
             )
@@ -317,12 +373,20 @@ class AuthenticationService:
             raise AuthenticationError("The token is not UTF-8") from None
         return self.provider.authenticate(token)
 
-    def authenticate_http(self, authorization: str | None) -> AuthenticatedRole:
-        """Authenticate an HTTP request by its ``Authorization`` header value.
+    def authenticate_http(
+        self, authorization: str | None, certificate_role: str | None = None
+    ) -> AuthenticatedRole:
+        """Authenticate an HTTP request by its ``Authorization`` header value, or, without
+        one, by its connection's verified client certificate (``certificate_role``, its
+        common name) when the TLS provider is on.
 
         Raises:
-            AuthenticationError: Missing or invalid bearer token.
+            AuthenticationError: Missing or invalid credentials.
         """
-        if self.provider is None:
+        if not self.enabled:
             raise AuthenticationError("authentication is not enabled")
+        if authorization is None and self.tls is not None:
+            return self.tls.authenticate(certificate_role)
+        if self.provider is None:
+            raise AuthenticationError("Authentication required: no client certificate")
         return self.provider.authenticate(bearer_token(authorization))
