@@ -274,6 +274,7 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "token_auth_claim": _check_token,
     "authenticate_metrics_endpoint": _check_bool,
     "authentication_providers": _check_providers,
+    "authentication_refresh_check_seconds": _check_positive_seconds,
     "tls_certificate_file_path": _check_optional_non_empty,
     "tls_key_file_path": _check_optional_non_empty,
     "tls_trust_certs_file_path": _check_optional_non_empty,
@@ -348,6 +349,9 @@ class GatewayConfig:
         authentication_providers: How clients may authenticate (``authenticationProviders``):
             ``token`` (JWT) and ``tls`` (the client certificate's common name; needs
             trusted CAs to verify certificates with).
+        authentication_refresh_check_seconds: How often a binary connection's credentials
+            are checked for expiry (``authenticationRefreshCheckSeconds``): one that will
+            have expired by the next check is asked to refresh them (AUTH_CHALLENGE).
         tls_certificate_file_path: The server's certificate chain, PEM
             (``tlsCertificateFilePath``); with it the gateway also listens with TLS.
         tls_key_file_path: The certificate's private key, PEM (``tlsKeyFilePath``).
@@ -400,6 +404,7 @@ class GatewayConfig:
     token_auth_claim: str = "sub"
     authenticate_metrics_endpoint: bool = False
     authentication_providers: tuple[str, ...] = ("token",)
+    authentication_refresh_check_seconds: float = 60.0
     tls_certificate_file_path: str | None = None
     tls_key_file_path: str | None = None
     tls_trust_certs_file_path: str | None = None
@@ -681,6 +686,12 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_str,
         "LIST",
         "authentication providers, comma-separated: token, tls (or Pulsar's class names)",
+    ),
+    _Option(
+        "authentication_refresh_check_seconds",
+        _parse_float,
+        "SECONDS",
+        "how often a connection's token is checked; one about to expire is asked to refresh",
     ),
     _Option(
         "tls_certificate_file_path",

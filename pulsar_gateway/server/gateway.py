@@ -106,6 +106,7 @@ class Gateway:
             keepalive_seconds=config.keepalive_seconds,
             ssl_context=ssl_context,
             port_tls=config.binary_port_tls or 0,
+            auth_refresh_seconds=config.authentication_refresh_check_seconds,
         )
         await binary.start()
         self._binary = binary

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -348,3 +349,81 @@ def test_internal_configuration_is_for_superusers(secured: GatewayThread, redis_
     assert status == 200
     assert body["metadataStoreUrl"] == redis_url
     assert body["ledgersRootPath"] == "pgw"
+
+
+# -- token refresh ---------------------------------------------------------------------------
+
+
+def test_a_long_lived_client_keeps_its_connection_across_token_expiries(
+    gateway_factory: Callable[..., GatewayThread],
+    client_factory: Callable[..., Any],
+    topic: str,
+) -> None:
+    """The official client with a token supplier: each token lives 3 s, the gateway checks
+    every second and sends AUTH_CHALLENGE before a token lapses, the client answers with
+    its supplier's current token. Over 8 s (three tokens' lives) producing and consuming
+    go on on the one connection the client opened."""
+    gw = gateway_factory(
+        authentication_enabled=True,
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
+        authentication_refresh_check_seconds=1.0,
+    )
+    issued: list[float] = []
+
+    def supplier() -> str:
+        now = time.time()
+        issued.append(now)
+        return token(SUPERUSER, exp=int(now) + 3)
+
+    client = client_factory(gw.url, authentication=pulsar.AuthenticationToken(supplier))
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic)
+    opened = gw.call(_connections_opened(gw))
+    deadline = time.monotonic() + 8
+    sent = 0
+    while time.monotonic() < deadline:
+        producer.send(b"m-%d" % sent)
+        message = consumer.receive(timeout_millis=int(TIMEOUT * 1000))
+        assert message.data() == b"m-%d" % sent
+        consumer.acknowledge(message)
+        sent += 1
+        time.sleep(0.2)
+    assert gw.call(_connections_opened(gw)) == opened  # no reconnection
+    assert len(issued) >= 3  # the first token and at least two refreshes
+    assert sent >= 20
+
+
+def test_refreshed_credentials_of_another_role_close_the_connection(
+    gateway_factory: Callable[..., GatewayThread],
+    client_factory: Callable[..., Any],
+    topic: str,
+) -> None:
+    gw = gateway_factory(
+        authentication_enabled=True,
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
+        authentication_refresh_check_seconds=1.0,
+    )
+    start = time.time()
+
+    def supplier() -> str:  # "app" while connecting, "intruder" when asked to refresh
+        now = time.time()
+        return token("app" if now - start < 1.0 else "intruder", exp=int(now) + 2)
+
+    client = client_factory(gw.url, authentication=pulsar.AuthenticationToken(supplier))
+    client.create_producer(topic)
+    binary = gw.gateway._binary
+    assert binary is not None
+    [connection] = list(binary.connections)
+    assert connection.conn.authenticated is not None
+    assert connection.conn.authenticated.role == "app"
+    # the refresh hands "intruder": the gateway closes that connection
+    deadline = time.monotonic() + TIMEOUT
+    while not connection.closed.done():
+        assert time.monotonic() < deadline, "the connection was not closed"
+        time.sleep(0.1)
+    assert "name role 'intruder', not 'app'" in connection.conn.close_reason
+
+
+async def _connections_opened(gw: GatewayThread) -> float:
+    counter = gw.gateway.services.metrics.connections_opened.labels("binary")
+    return float(counter._value.get())

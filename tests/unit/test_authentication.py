@@ -312,10 +312,19 @@ def test_service_authenticates_command_and_http(provider: AuthenticationProvider
 # -- the CONNECT handshake -----------------------------------------------------------------
 
 
-def connect_frame(method: str, data: bytes | None) -> bytes:
+def connect_frame(method: str, data: bytes | None, refresh: bool = False) -> bytes:
     cmd = command(T.CONNECT, client_version="test", protocol_version=20, auth_method_name=method)
     if data is not None:
         cmd.connect.auth_data = data
+    if refresh:
+        cmd.connect.feature_flags.supports_auth_refresh = True
+    return codec.encode_command(cmd)
+
+
+def auth_response_frame(method: str, data: bytes) -> bytes:
+    cmd = command(T.AUTH_RESPONSE, client_version="test")
+    cmd.authResponse.response.auth_method_name = method
+    cmd.authResponse.response.auth_data = data
     return codec.encode_command(cmd)
 
 
@@ -339,8 +348,9 @@ class Clock:
 def auth_connection(clock: Clock | None = None) -> ServerConnection:
     service = AuthenticationService(AuthenticationProviderToken(secret_key=SECRET))
     return ServerConnection(
-        authenticate=lambda c: service.authenticate_command(c.auth_method_name, c.auth_data),
+        authenticate=service.authenticate_command,
         clock=clock or Clock(),
+        auth_refresh_seconds=60,
     )
 
 
@@ -378,18 +388,102 @@ def test_connect_refused_with_authentication_error(method: str, data: bytes | No
     assert conn.authenticated is None
 
 
-def test_connection_closes_at_the_keepalive_after_its_token_expired() -> None:
+def test_a_client_that_cannot_refresh_is_closed_once_its_token_expired() -> None:
     clock = Clock()
     conn = auth_connection(clock)
     token = hs256({"sub": "app", "exp": int(clock.now) + 60})
-    conn.receive_data(connect_frame("token", token.encode()))
+    conn.receive_data(connect_frame("token", token.encode()))  # no supports_auth_refresh
     out(conn)
-    conn.keepalive_tick()
+    conn.auth_refresh_tick()
     assert not conn.close_expected()
+    assert out(conn) == []  # nothing asked of a client that cannot answer
     clock.now += 61
-    conn.keepalive_tick()
+    conn.auth_refresh_tick()
     assert conn.close_expected()
     assert "expired" in conn.close_reason
+
+
+def test_credentials_are_refreshed_before_they_expire() -> None:
+    """ServerCnx.refreshAuthenticationCredentials: AUTH_CHALLENGE once the token will have
+    expired by the next check; the AUTH_RESPONSE's token replaces it (same role), so the
+    connection outlives every token it was given."""
+    clock = Clock()
+    conn = auth_connection(clock)
+    start = int(clock.now)
+    conn.receive_data(
+        connect_frame("token", hs256({"sub": "app", "exp": start + 100}).encode(), True)
+    )
+    out(conn)
+    clock.now = start + 30
+    conn.auth_refresh_tick()  # 70 s left: beyond the next check
+    assert out(conn) == []
+    clock.now = start + 50
+    conn.auth_refresh_tick()  # 50 s left: asked now, before it lapses
+    [challenge] = out(conn)
+    assert challenge.type == T.AUTH_CHALLENGE
+    assert challenge.authChallenge.challenge.auth_method_name == "token"
+    assert challenge.authChallenge.challenge.auth_data == b"PulsarAuthRefresh"
+    assert conn.auth_challenge_pending
+    conn.auth_refresh_tick()  # asked once until answered
+    assert out(conn) == []
+    fresh = hs256({"sub": "app", "exp": start + 300})
+    conn.receive_data(auth_response_frame("token", fresh.encode()))
+    assert out(conn) == []  # no CONNECTED again (it would drop the client)
+    # the session never sees the refresh
+    assert [type(e).__name__ for e in conn.events_received()] == ["Connect"]
+    assert not conn.auth_challenge_pending
+    assert conn.authenticated is not None and conn.authenticated.expires_at == start + 300
+    clock.now = start + 150
+    conn.auth_refresh_tick()  # the first token lapsed, the connection did not
+    assert not conn.close_expected()
+    assert out(conn) == []
+
+
+def test_no_answer_to_the_challenge_before_the_expiry_closes() -> None:
+    clock = Clock()
+    conn = auth_connection(clock)
+    start = int(clock.now)
+    conn.receive_data(
+        connect_frame("token", hs256({"sub": "app", "exp": start + 10}).encode(), True)
+    )
+    out(conn)
+    conn.auth_refresh_tick()
+    assert [c.type for c in out(conn)] == [T.AUTH_CHALLENGE]
+    clock.now = start + 11
+    conn.auth_refresh_tick()
+    assert conn.close_expected()
+    assert "no refreshed credentials" in conn.close_reason
+
+
+@pytest.mark.parametrize(
+    ("response", "reason"),
+    [
+        (hs256({"sub": "app"}, key=OTHER_SECRET), "refused"),
+        (hs256({"sub": "another-role"}), "name role 'another-role'"),
+    ],
+    ids=["bad-token", "other-role"],
+)
+def test_refreshed_credentials_that_fail_close_the_connection(response: str, reason: str) -> None:
+    clock = Clock()
+    conn = auth_connection(clock)
+    conn.receive_data(
+        connect_frame("token", hs256({"sub": "app", "exp": int(clock.now) + 10}).encode(), True)
+    )
+    out(conn)
+    conn.auth_refresh_tick()
+    out(conn)
+    conn.receive_data(auth_response_frame("token", response.encode()))
+    [error] = out(conn)
+    assert error.type == T.ERROR and error.error.error == pb.AuthenticationError
+    assert conn.close_expected()
+    assert reason in conn.close_reason
+
+
+def test_auth_response_before_connect_is_refused() -> None:
+    conn = auth_connection()
+    conn.receive_data(auth_response_frame("token", hs256({"sub": "app"}).encode()))
+    assert conn.close_expected()
+    assert conn.state is ConnectionState.CLOSED
 
 
 def test_without_authentication_credentials_are_ignored() -> None:

@@ -810,11 +810,22 @@ def _check_active_change(m: Any) -> None:
     assert (m.consumer_id, m.is_active) == (4, True)
 
 
+def _check_auth_challenge(m: Any) -> None:
+    # Pulsar's AuthData.REFRESH_AUTH_DATA, under the connection's method ("" before CONNECT)
+    assert m.challenge.auth_data == b"PulsarAuthRefresh"
+    assert m.server_version
+
+
 OUTBOUND: dict[str, Case] = {
     "send_active_consumer_change": (
         lambda c: c.send_active_consumer_change(4, True),
         T.ACTIVE_CONSUMER_CHANGE,
         _check_active_change,
+    ),
+    "send_auth_challenge": (
+        lambda c: c.send_auth_challenge(),
+        T.AUTH_CHALLENGE,
+        _check_auth_challenge,
     ),
     "send_connected": (lambda c: c.send_connected(), T.CONNECTED, _check_connected),
     "send_ping": (lambda c: c.send_ping(), T.PING, _check_ping),

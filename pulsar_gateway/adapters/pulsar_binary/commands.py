@@ -19,6 +19,7 @@ from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = [
     "Ack",
+    "AuthResponse",
     "CloseConsumer",
     "CloseProducer",
     "Command",
@@ -52,6 +53,16 @@ _U64 = 1 << 64
 class Connect:
     client_version: str
     protocol_version: int
+    auth_method_name: str
+    auth_data: bytes
+    #: ``FeatureFlags.supports_auth_refresh``: the client answers AUTH_CHALLENGE
+    supports_auth_refresh: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AuthResponse:
+    """The client's answer to AUTH_CHALLENGE: its current credentials."""
+
     auth_method_name: str
     auth_data: bytes
 
@@ -214,6 +225,7 @@ class Unsupported:
 
 Command = (
     Connect
+    | AuthResponse
     | Ping
     | Pong
     | PartitionedMetadata
@@ -247,7 +259,18 @@ def _message_id(m: pb.MessageIdData) -> MessageId:
 
 def _connect(c: pb.BaseCommand, _: Frame) -> Command:
     x = c.connect
-    return Connect(x.client_version, x.protocol_version, x.auth_method_name, x.auth_data)
+    return Connect(
+        x.client_version,
+        x.protocol_version,
+        x.auth_method_name,
+        x.auth_data,
+        x.feature_flags.supports_auth_refresh,
+    )
+
+
+def _auth_response(c: pb.BaseCommand, _: Frame) -> Command:
+    x = c.authResponse.response
+    return AuthResponse(x.auth_method_name, x.auth_data)
 
 
 def _schema(s: pb.Schema) -> SchemaData:
@@ -351,6 +374,7 @@ def _seek(c: pb.BaseCommand, _: Frame) -> Command:
 
 _DECODERS: dict[int, Callable[[pb.BaseCommand, Frame], Command]] = {
     T.CONNECT: _connect,
+    T.AUTH_RESPONSE: _auth_response,
     T.PING: lambda c, f: Ping(),
     T.PONG: lambda c, f: Pong(),
     T.PARTITIONED_METADATA: lambda c, f: PartitionedMetadata(

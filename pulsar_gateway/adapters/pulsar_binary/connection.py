@@ -19,9 +19,15 @@ Rules of this file:
   quiet for a whole interval, and gives up if the next interval brings nothing either.
 * With authentication on, CONNECT is answered only after its credentials are accepted by
   the ``authenticate`` hook; a refusal is ERROR(AuthenticationError, request id -1) and
-  close, as Pulsar's ``ServerCnx.authenticationFailed``. A token that expires while the
-  connection is open closes it at the next keep-alive tick (the client reconnects with
-  its current token; AUTH_CHALLENGE refresh is not sent).
+  close, as Pulsar's ``ServerCnx.authenticationFailed``.
+* Credentials that expire are refreshed as Pulsar's ``ServerCnx.refreshAuthentication
+  Credentials`` does, checked every ``authenticationRefreshCheckSeconds``
+  (:meth:`auth_refresh_tick`): when a token will have expired by the next check and the
+  client said ``supports_auth_refresh``, AUTH_CHALLENGE asks for its current credentials
+  (before the expiry, so a client with a refreshing token supplier never lapses); its
+  AUTH_RESPONSE is authenticated like a CONNECT and must name the same role. A refused
+  response, another role, or no response before the expiry closes the connection, as does
+  an expired token of a client that cannot refresh (it reconnects with its current token).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.adapters.pulsar_binary.commands import (
+    AuthResponse,
     Command,
     Connect,
     InvalidCommand,
@@ -55,6 +62,14 @@ T = pb.BaseCommand.Type
 
 #: The request id of an error that answers no request (Java's -1 as a uint64).
 _NO_REQUEST = (1 << 64) - 1
+
+#: What AUTH_CHALLENGE carries when it asks for refreshed credentials (Pulsar's
+#: ``AuthData.REFRESH_AUTH_DATA``).
+REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
+
+#: Verifies credentials (auth method name, auth data) and returns the role, or raises
+#: ``AuthenticationError``.
+Authenticate = Callable[[str, bytes], AuthenticatedRole]
 
 
 class ConnectionState(enum.Enum):
@@ -87,13 +102,15 @@ class ServerConnection:
         server_version: str = "pulsar-redis-gateway",
         max_message_size: int = codec.DEFAULT_MAX_MESSAGE_SIZE,
         on_error: Callable[[int], None] | None = None,
-        authenticate: Callable[[Connect], AuthenticatedRole] | None = None,
+        authenticate: Authenticate | None = None,
         clock: Callable[[], float] = time.time,
+        auth_refresh_seconds: float = 60.0,
     ) -> None:
         """``on_error`` is told the ``ServerError`` of every error frame sent (metrics).
-        ``authenticate`` (None = authentication off) validates a CONNECT's credentials and
-        returns the role, or raises `AuthenticationError`; ``clock`` (seconds since the
-        epoch) tells when a token has expired."""
+        ``authenticate`` (None = authentication off) validates a CONNECT's or an
+        AUTH_RESPONSE's credentials and returns the role, or raises `AuthenticationError`;
+        ``clock`` (seconds since the epoch) tells when a token has expired;
+        ``auth_refresh_seconds`` is the interval :meth:`auth_refresh_tick` is called at."""
         self.state = ConnectionState.START
         self.server_version = server_version
         self.max_message_size = max_message_size
@@ -111,6 +128,11 @@ class ServerConnection:
         self._clock = clock
         #: The role CONNECT authenticated as (None while authentication is off).
         self.authenticated: AuthenticatedRole | None = None
+        self._auth_method = ""
+        self._supports_auth_refresh = False
+        self._auth_refresh_seconds = auth_refresh_seconds
+        #: an AUTH_CHALLENGE is waiting for its AUTH_RESPONSE
+        self.auth_challenge_pending = False
 
     # -- input -------------------------------------------------------------------------
 
@@ -157,11 +179,15 @@ class ServerConnection:
         if isinstance(command, Connect):
             if self._authenticate is not None:
                 try:
-                    self.authenticated = self._authenticate(command)
+                    self.authenticated = self._authenticate(
+                        command.auth_method_name, command.auth_data
+                    )
                 except AuthenticationError as exc:
                     self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
                     self._fail(f"authentication failed: {exc}")
                     return
+                self._auth_method = command.auth_method_name
+                self._supports_auth_refresh = command.supports_auth_refresh
             self.client_version = command.client_version
             # Java answers min(client, server) (protocol brief 1.5).
             self.protocol_version = min(command.protocol_version, PROTOCOL_VERSION)
@@ -172,7 +198,30 @@ class ServerConnection:
             return
         elif isinstance(command, Pong):
             return
+        elif isinstance(command, AuthResponse):
+            self._auth_response(command)
+            return
         self._events.append(command)
+
+    def _auth_response(self, command: AuthResponse) -> None:
+        """Refreshed credentials (``ServerCnx.handleAuthResponse`` once connected)."""
+        if self._authenticate is None or self.authenticated is None:
+            return  # authentication is off: nothing was asked
+        try:
+            refreshed = self._authenticate(command.auth_method_name, command.auth_data)
+        except AuthenticationError as exc:
+            self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
+            self._fail(f"refreshed credentials refused: {exc}")
+            return
+        if refreshed.role != self.authenticated.role:
+            self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
+            self._fail(
+                f"refreshed credentials name role {refreshed.role!r}, "
+                f"not {self.authenticated.role!r}"
+            )
+            return
+        self.authenticated = refreshed
+        self.auth_challenge_pending = False
 
     def _fail(self, reason: str) -> None:
         log.info("closing connection: %s", reason)
@@ -219,15 +268,45 @@ class ServerConnection:
         if self._ping_outstanding:
             self._fail("keep-alive: no answer to PING")
             return
-        if self.authenticated is not None and self.authenticated.expired(self._clock()):
-            self._fail(f"the token of role {self.authenticated.role!r} expired")
-            return
         if not self._heard_from_peer:
             self._ping_outstanding = True
             self.send_ping()
         self._heard_from_peer = False
 
+    def auth_refresh_tick(self) -> None:
+        """Called every ``auth_refresh_seconds`` (Pulsar ``authenticationRefreshCheckSeconds``,
+        60 s) while authentication is on: ask for fresh credentials before they expire,
+        close a connection whose credentials expired."""
+        authenticated = self.authenticated
+        if (
+            self.state is not ConnectionState.CONNECTED
+            or authenticated is None
+            or authenticated.expires_at is None
+        ):
+            return
+        now = self._clock()
+        if authenticated.expired(now):
+            if self.auth_challenge_pending:
+                self._fail(f"no refreshed credentials of role {authenticated.role!r} in time")
+            else:
+                self._fail(f"the token of role {authenticated.role!r} expired")
+            return
+        if self.auth_challenge_pending or not self._supports_auth_refresh:
+            return
+        if authenticated.expires_at - now <= self._auth_refresh_seconds:
+            self.send_auth_challenge()
+            self.auth_challenge_pending = True
+
     # -- outbound frames (names after PulsarCommandSender) ------------------------------
+
+    def send_auth_challenge(self) -> None:
+        cmd = pb.BaseCommand(type=T.AUTH_CHALLENGE)
+        r = cmd.authChallenge
+        r.server_version = self.server_version
+        r.protocol_version = self.protocol_version
+        r.challenge.auth_method_name = self._auth_method
+        r.challenge.auth_data = REFRESH_AUTH_DATA
+        self._command(cmd)
 
     def _command(self, cmd: pb.BaseCommand) -> None:
         self._out.append(codec.encode_command(cmd))

@@ -44,13 +44,14 @@ class PulsarProtocol(asyncio.Protocol):
             on_error=lambda code: errors.labels("binary", pb.ServerError.Name(code)).inc(),
             authenticate=(
                 (
-                    lambda cmd: auth.authenticate_command(
-                        cmd.auth_method_name, cmd.auth_data, self.certificate_role
+                    lambda method, data: auth.authenticate_command(
+                        method, data, self.certificate_role
                     )
                 )
                 if auth.enabled
                 else None
             ),
+            auth_refresh_seconds=server.auth_refresh_seconds,
         )
         self.session = Session(
             server.services,
@@ -64,6 +65,7 @@ class PulsarProtocol(asyncio.Protocol):
         self.certificate_role: str | None = None
         self._flush_scheduled = False
         self._keepalive: asyncio.TimerHandle | None = None
+        self._auth_refresh: asyncio.TimerHandle | None = None
         self.closed = asyncio.get_running_loop().create_future()
 
     # -- asyncio.Protocol ----------------------------------------------------------------
@@ -83,6 +85,8 @@ class PulsarProtocol(asyncio.Protocol):
         metrics.connections.labels("binary").inc()
         metrics.connections_opened.labels("binary").inc()
         self._arm_keepalive()
+        if self.server.services.authentication.enabled:
+            self._arm_auth_refresh()
 
     def data_received(self, data: bytes) -> None:
         self.conn.receive_data(data)
@@ -98,6 +102,8 @@ class PulsarProtocol(asyncio.Protocol):
         self.conn.receive_eof()
         if self._keepalive is not None:
             self._keepalive.cancel()
+        if self._auth_refresh is not None:
+            self._auth_refresh.cancel()
         if self in self.server.connections:
             self.server.connections.discard(self)
             self.server.services.metrics.connections.labels("binary").dec()
@@ -141,6 +147,18 @@ class PulsarProtocol(asyncio.Protocol):
         if not self.conn.close_expected():
             self._arm_keepalive()
 
+    def _arm_auth_refresh(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._auth_refresh = loop.call_later(
+            self.server.auth_refresh_seconds, self._on_auth_refresh
+        )
+
+    def _on_auth_refresh(self) -> None:
+        self.conn.auth_refresh_tick()
+        self.flush()
+        if not self.conn.close_expected():
+            self._arm_auth_refresh()
+
     def close(self, reason: str) -> None:
         self.conn.close(reason)
         self.flush()
@@ -161,9 +179,13 @@ class BinaryServer:
         server_version: str = "pulsar-redis-gateway",
         ssl_context: ssl.SSLContext | None = None,
         port_tls: int = 0,
+        auth_refresh_seconds: float = 60.0,
     ) -> None:
         """With ``ssl_context``, connections are also accepted with TLS on ``port_tls``
-        (Pulsar's ``brokerServicePortTls``; clients' ``pulsar+ssl://``)."""
+        (Pulsar's ``brokerServicePortTls``; clients' ``pulsar+ssl://``).
+        ``auth_refresh_seconds``: how often a connection's credentials are checked for
+        expiry (``authenticationRefreshCheckSeconds``)."""
+        self.auth_refresh_seconds = auth_refresh_seconds
         self.services = services
         self.host = host
         self.port = port
