@@ -20,14 +20,15 @@ Rules of this file:
 * With authentication on, CONNECT is answered only after its credentials are accepted by
   the ``authenticate`` hook; a refusal is ERROR(AuthenticationError, request id -1) and
   close, as Pulsar's ``ServerCnx.authenticationFailed``.
-* Credentials that expire are refreshed as Pulsar's ``ServerCnx.refreshAuthentication
-  Credentials`` does, checked every ``authenticationRefreshCheckSeconds``
-  (:meth:`auth_refresh_tick`): when a token will have expired by the next check and the
-  client said ``supports_auth_refresh``, AUTH_CHALLENGE asks for its current credentials
-  (before the expiry, so a client with a refreshing token supplier never lapses); its
-  AUTH_RESPONSE is authenticated like a CONNECT and must name the same role. A refused
-  response, another role, or no response before the expiry closes the connection, as does
-  an expired token of a client that cannot refresh (it reconnects with its current token).
+* Credentials that expire are refreshed as Pulsar's
+  ``ServerCnx.refreshAuthenticationCredentials`` does, checked every
+  ``authenticationRefreshCheckSeconds`` (:meth:`auth_refresh_tick`): when a token will
+  have expired by the next check and the client said ``supports_auth_refresh``,
+  AUTH_CHALLENGE asks for its current credentials (before the expiry, so a client with a
+  refreshing token supplier never lapses); its AUTH_RESPONSE is authenticated like a
+  CONNECT and must name the same role. A refused response, another role, or no response
+  before the expiry closes the connection, as does an expired token of a client that
+  cannot refresh (it reconnects with its current token).
 """
 
 from __future__ import annotations
