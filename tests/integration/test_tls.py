@@ -45,6 +45,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[Authority, CertFiles,
     return authority, server, stranger
 
 
+@pytest.fixture
+def tls_gateway(
+    gateway_factory: Callable[..., GatewayThread], pki: tuple[Authority, CertFiles, Authority]
+) -> GatewayThread:
+    """A gateway with TLS listeners that asks clients for no certificate."""
+    authority, server, _ = pki
+    return gateway_factory(**tls_options(authority, server))
+
+
 def tls_options(authority: Authority, server: CertFiles, **extra: Any) -> dict[str, Any]:
     return {
         "tls_certificate_file_path": str(server.cert),
@@ -53,6 +62,50 @@ def tls_options(authority: Authority, server: CertFiles, **extra: Any) -> dict[s
         "http_port_tls": 0,
         **extra,
     }
+
+
+#: Client certificates required: only those the test CA signs get in.
+REQUIRED_CERTIFICATES: dict[str, Any] = {"tls_require_trusted_client_cert_on_connect": True}
+#: The role comes from the client certificate; admin-1 is a superuser.
+CERTIFICATE_ROLES: dict[str, Any] = {
+    "authentication_enabled": True,
+    "authorization_enabled": True,
+    "authentication_providers": ("tls",),
+    "superuser_roles": ("admin-1",),
+}
+
+
+def trusting_gateway(
+    gateway_factory: Callable[..., GatewayThread],
+    pki: tuple[Authority, CertFiles, Authority],
+    options: dict[str, Any],
+) -> GatewayThread:
+    """A TLS gateway that checks client certificates against the test CA."""
+    authority, server, _ = pki
+    trust = {"tls_trust_certs_file_path": str(authority.cert_path)}
+    return gateway_factory(**tls_options(authority, server, **trust, **options))
+
+
+def certificate_client(
+    client_factory: Callable[..., Any], url: str, ca: Path, cert: CertFiles | None = None
+) -> Any:
+    """The official client over TLS, trusting ``ca``, presenting ``cert`` if given."""
+    extra: dict[str, Any] = {"operation_timeout_seconds": 5}
+    if cert is not None:
+        extra["authentication"] = pulsar.AuthenticationTLS(str(cert.cert), str(cert.key))
+    return client_factory(url, tls_trust_certs_file_path=str(ca), **extra)
+
+
+async def https_status(url: str, ca: Path, cert: CertFiles | None = None) -> int:
+    """The status of a GET over HTTPS, trusting ``ca``, presenting ``cert`` if given."""
+    connector = aiohttp.TCPConnector(ssl=client_context(ca, cert))
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    async with (
+        aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
+        http.get(url) as r,
+    ):
+        await r.read()
+        return r.status
 
 
 def client_context(ca: Path, cert: CertFiles | None = None) -> ssl.SSLContext:
@@ -85,13 +138,13 @@ def round_trip(client: Any, topic: str, count: int = 20) -> list[bytes]:
 
 
 def test_official_client_produces_and_consumes_over_tls_beside_plain_clients(
-    gateway_factory: Callable[..., GatewayThread],
+    tls_gateway: GatewayThread,
     client_factory: Callable[..., Any],
     pki: tuple[Authority, CertFiles, Authority],
     topic: str,
 ) -> None:
-    authority, server, _ = pki
-    gw = gateway_factory(**tls_options(authority, server))
+    authority, _, _ = pki
+    gw = tls_gateway
     assert gw.gateway.port_tls and gw.gateway.port_tls != gw.gateway.port
     secure = client_factory(
         tls_url(gw),
@@ -107,13 +160,13 @@ def test_official_client_produces_and_consumes_over_tls_beside_plain_clients(
 
 
 def test_a_client_that_does_not_trust_the_certificate_cannot_connect(
-    gateway_factory: Callable[..., GatewayThread],
+    tls_gateway: GatewayThread,
     client_factory: Callable[..., Any],
     pki: tuple[Authority, CertFiles, Authority],
     topic: str,
 ) -> None:
-    authority, server, stranger = pki
-    gw = gateway_factory(**tls_options(authority, server))
+    authority, _, stranger = pki
+    gw = tls_gateway
     doubting = client_factory(
         tls_url(gw),
         tls_trust_certs_file_path=str(stranger.cert_path),
@@ -127,13 +180,13 @@ def test_a_client_that_does_not_trust_the_certificate_cannot_connect(
 
 
 def test_bytes_that_are_not_tls_on_the_tls_port_close_only_that_connection(
-    gateway_factory: Callable[..., GatewayThread],
+    tls_gateway: GatewayThread,
     client_factory: Callable[..., Any],
     pki: tuple[Authority, CertFiles, Authority],
     topic: str,
 ) -> None:
-    authority, server, _ = pki
-    gw = gateway_factory(**tls_options(authority, server))
+    authority, _, _ = pki
+    gw = tls_gateway
     with socket.create_connection(("127.0.0.1", gw.gateway.port_tls), timeout=TIMEOUT) as raw:
         raw.sendall(b"\x00\x00\x00\x0a" + b"not a tls record" * 4)
         received = b""
@@ -146,11 +199,11 @@ def test_bytes_that_are_not_tls_on_the_tls_port_close_only_that_connection(
 
 
 async def test_https_lookup_and_cluster_data_name_the_tls_urls(
-    gateway_factory: Callable[..., GatewayThread],
+    tls_gateway: GatewayThread,
     pki: tuple[Authority, CertFiles, Authority],
 ) -> None:
-    authority, server, _ = pki
-    gw = gateway_factory(**tls_options(authority, server))
+    authority, _, _ = pki
+    gw = tls_gateway
     connector = aiohttp.TCPConnector(ssl=client_context(authority.cert_path))
     timeout = aiohttp.ClientTimeout(total=TIMEOUT)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
@@ -176,12 +229,12 @@ async def test_https_lookup_and_cluster_data_name_the_tls_urls(
 
 
 async def test_websocket_produce_and_consume_over_wss(
-    gateway_factory: Callable[..., GatewayThread],
+    tls_gateway: GatewayThread,
     pki: tuple[Authority, CertFiles, Authority],
     topic: str,
 ) -> None:
-    authority, server, _ = pki
-    gw = gateway_factory(**tls_options(authority, server))
+    authority, _, _ = pki
+    gw = tls_gateway
     base = f"wss://127.0.0.1:{gw.gateway.http_port_tls}/ws/v2"
     name = full(topic).removeprefix("persistent://")  # tenant/namespace/topic
     connector = aiohttp.TCPConnector(ssl=client_context(authority.cert_path))
@@ -212,36 +265,14 @@ def test_required_client_certificates(
 ) -> None:
     """With tlsRequireTrustedClientCertOnConnect a client must present a certificate the
     trusted CAs sign: one without, or with a stranger's, fails its handshake."""
-    authority, server, stranger = pki
-    gw = gateway_factory(
-        **tls_options(
-            authority,
-            server,
-            tls_trust_certs_file_path=str(authority.cert_path),
-            tls_require_trusted_client_cert_on_connect=True,
-        )
-    )
-    ca = str(authority.cert_path)
-    anonymous = client_factory(
-        tls_url(gw), tls_trust_certs_file_path=ca, operation_timeout_seconds=3
-    )
-    with pytest.raises(pulsar.PulsarException):
-        anonymous.create_producer(topic)
-    alien = stranger.issue("alien", server=False)
-    impostor = client_factory(
-        tls_url(gw),
-        tls_trust_certs_file_path=ca,
-        authentication=pulsar.AuthenticationTLS(str(alien.cert), str(alien.key)),
-        operation_timeout_seconds=3,
-    )
-    with pytest.raises(pulsar.PulsarException):
-        impostor.create_producer(topic)
+    authority, _, stranger = pki
+    gw = trusting_gateway(gateway_factory, pki, REQUIRED_CERTIFICATES)
+    ca = authority.cert_path
+    for cert in (None, stranger.issue("alien", server=False)):
+        with pytest.raises(pulsar.PulsarException):
+            certificate_client(client_factory, tls_url(gw), ca, cert).create_producer(topic)
     member = authority.issue("app-1", server=False)
-    trusted = client_factory(
-        tls_url(gw),
-        tls_trust_certs_file_path=ca,
-        authentication=pulsar.AuthenticationTLS(str(member.cert), str(member.key)),
-    )
+    trusted = certificate_client(client_factory, tls_url(gw), ca, member)
     assert round_trip(trusted, topic, 3) == [b"m-0", b"m-1", b"m-2"]
 
 
@@ -249,30 +280,13 @@ async def test_https_refuses_a_client_without_a_required_certificate(
     gateway_factory: Callable[..., GatewayThread],
     pki: tuple[Authority, CertFiles, Authority],
 ) -> None:
-    authority, server, _ = pki
-    gw = gateway_factory(
-        **tls_options(
-            authority,
-            server,
-            tls_trust_certs_file_path=str(authority.cert_path),
-            tls_require_trusted_client_cert_on_connect=True,
-        )
-    )
-    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    authority = pki[0]
+    gw = trusting_gateway(gateway_factory, pki, REQUIRED_CERTIFICATES)
     url = https_url(gw) + "/admin/v2/clusters"
-    anonymous = aiohttp.TCPConnector(ssl=client_context(authority.cert_path))
-    async with aiohttp.ClientSession(connector=anonymous, timeout=timeout) as http:
-        with pytest.raises(aiohttp.ClientError):
-            async with http.get(url) as r:
-                await r.read()
+    with pytest.raises(aiohttp.ClientError):
+        await https_status(url, authority.cert_path)
     member = authority.issue("admin-1", server=False)
-    known = aiohttp.TCPConnector(ssl=client_context(authority.cert_path, member))
-    async with (
-        aiohttp.ClientSession(connector=known, timeout=timeout) as http,
-        http.get(url) as r,
-    ):
-        assert r.status == 200
-        assert await r.json() == ["standalone"]
+    assert await https_status(url, authority.cert_path, member) == 200
 
 
 @pytest.fixture(scope="module")
@@ -332,71 +346,33 @@ def test_tls_authentication_takes_the_role_from_the_client_certificate(
     """``AuthenticationProviderTls``: the role is the certificate's common name, so with
     authorization on, what a client may do follows its certificate. A client without a
     certificate, or one that says ``tls`` over the plain port, is not authenticated."""
-    authority, server, _ = pki
-    ca = str(authority.cert_path)
-    gw = gateway_factory(
-        **tls_options(
-            authority,
-            server,
-            tls_trust_certs_file_path=ca,
-            authentication_enabled=True,
-            authorization_enabled=True,
-            authentication_providers=("tls",),
-            superuser_roles=("admin-1",),
-        )
-    )
+    authority = pki[0]
+    ca = authority.cert_path
+    gw = trusting_gateway(gateway_factory, pki, CERTIFICATE_ROLES)
     admin_cert = authority.issue("admin-1", server=False)
-    other_cert = authority.issue("app-2", server=False)
-
-    def tls_client(cert: CertFiles, url: str | None = None) -> Any:
-        return client_factory(
-            url or tls_url(gw),
-            tls_trust_certs_file_path=ca,
-            authentication=pulsar.AuthenticationTLS(str(cert.cert), str(cert.key)),
-            operation_timeout_seconds=5,
-        )
-
-    assert round_trip(tls_client(admin_cert), topic, 3) == [b"m-0", b"m-1", b"m-2"]
-    # app-2 is authenticated but has no permission on public/default
-    with pytest.raises(pulsar.PulsarException):
-        tls_client(other_cert).create_producer(topic)
-    anonymous = client_factory(
-        tls_url(gw), tls_trust_certs_file_path=ca, operation_timeout_seconds=5
-    )
-    with pytest.raises(pulsar.PulsarException):
-        anonymous.create_producer(topic)
-    # the plain port has no certificate to read: "tls" there authenticates no one
-    with pytest.raises(pulsar.PulsarException):
-        tls_client(admin_cert, gw.url).create_producer(topic)
+    admin = certificate_client(client_factory, tls_url(gw), ca, admin_cert)
+    assert round_trip(admin, topic, 3) == [b"m-0", b"m-1", b"m-2"]
+    refused = [
+        # authenticated, but app-2 has no permission on public/default
+        certificate_client(client_factory, tls_url(gw), ca, authority.issue("app-2", server=False)),
+        certificate_client(client_factory, tls_url(gw), ca),  # no certificate
+        # the plain port has no certificate to read: "tls" there authenticates no one
+        certificate_client(client_factory, gw.url, ca, admin_cert),
+    ]
+    for client in refused:
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(topic)
 
 
 async def test_https_authenticates_by_client_certificate(
     gateway_factory: Callable[..., GatewayThread],
     pki: tuple[Authority, CertFiles, Authority],
 ) -> None:
-    authority, server, _ = pki
-    gw = gateway_factory(
-        **tls_options(
-            authority,
-            server,
-            tls_trust_certs_file_path=str(authority.cert_path),
-            authentication_enabled=True,
-            authorization_enabled=True,
-            authentication_providers=("tls",),
-            superuser_roles=("admin-1",),
-        )
-    )
-    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    authority = pki[0]
+    gw = trusting_gateway(gateway_factory, pki, CERTIFICATE_ROLES)
     url = https_url(gw) + "/admin/v2/clusters"
-
-    async def status(cert: CertFiles | None) -> int:
-        connector = aiohttp.TCPConnector(ssl=client_context(authority.cert_path, cert))
-        async with (
-            aiohttp.ClientSession(connector=connector, timeout=timeout) as http,
-            http.get(url) as r,
-        ):
-            return r.status
-
-    assert await status(authority.issue("admin-1", server=False)) == 200
-    assert await status(authority.issue("app-3", server=False)) == 403  # not a superuser
-    assert await status(None) == 401  # no certificate, no token
+    ca = authority.cert_path
+    assert await https_status(url, ca, authority.issue("admin-1", server=False)) == 200
+    # authenticated, not a superuser
+    assert await https_status(url, ca, authority.issue("app-3", server=False)) == 403
+    assert await https_status(url, ca) == 401  # no certificate, no token
