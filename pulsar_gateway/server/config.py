@@ -36,6 +36,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from pulsar_gateway.core.policies.authentication import AUTHENTICATION_PROVIDERS
+from pulsar_gateway.core.topics.cluster import AdvertisedListener, parse_advertised_listeners
 
 __all__ = [
     "DEFAULT_HTTP_PORT_TLS",
@@ -194,6 +195,15 @@ def _check_providers(value: object) -> tuple[str, ...]:
     return tuple(providers)
 
 
+def _check_advertised_listeners(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"must be <name>:<URL>,... , got {value!r}")
+    parse_advertised_listeners(value)  # ValueError naming the bad entry
+    return value
+
+
 def _check_optional_port(value: object) -> int | None:
     if value is None:
         return None
@@ -246,6 +256,7 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "http_port": _check_port,
     "bind": _check_token,
     "advertised_address": _check_optional_token,
+    "advertised_listeners": _check_advertised_listeners,
     "redis_url": _check_redis_url,
     "data_dir": _check_non_empty,
     "redis_fsync": _check_fsync,
@@ -300,6 +311,9 @@ class GatewayConfig:
         bind: Address both listeners bind to.
         advertised_address: Host returned to clients in LOOKUP answers (Pulsar's
             ``advertisedAddress``); None means derive it, see `advertised_host`.
+        advertised_listeners: Pulsar's ``advertisedListeners``: ``<name>:<URL>`` entries,
+            comma-separated, giving clients that ask for a listener by name (their
+            ``listenerName``) that listener's URLs; None = no named listeners.
         redis_url: Redis to keep all state in; None starts the embedded redis-server under
             ``data_dir`` (`pulsar_gateway.core.storage.embedded_redis`).
         data_dir: Directory for the embedded Redis's files (AOF, socket, log).
@@ -376,6 +390,7 @@ class GatewayConfig:
     http_port: int = 8080
     bind: str = "0.0.0.0"
     advertised_address: str | None = None
+    advertised_listeners: str | None = None
     redis_url: str | None = None
     data_dir: str = "./data"
     redis_fsync: str = "everysec"
@@ -460,6 +475,13 @@ class GatewayConfig:
                     "tls_require_trusted_client_cert_on_connect and "
                     "tls_allow_insecure_connection contradict each other"
                 )
+
+    @property
+    def listeners(self) -> dict[str, AdvertisedListener]:
+        """The advertised listeners by name (empty without ``advertised_listeners``)."""
+        if self.advertised_listeners is None:
+            return {}
+        return parse_advertised_listeners(self.advertised_listeners)
 
     @property
     def tls_enabled(self) -> bool:
@@ -557,6 +579,13 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         "HOST",
         "host given to clients in LOOKUP answers (default: the bind address, or 127.0.0.1 "
         "when binding to 0.0.0.0 or ::)",
+    ),
+    _Option(
+        "advertised_listeners",
+        _parse_str,
+        "LISTENERS",
+        "named listeners, <name>:<URL>,... (pulsar://, pulsar+ssl://, http://, https://): "
+        "a client's listenerName gets that listener's URLs in lookups",
     ),
     _Option(
         "redis_url",

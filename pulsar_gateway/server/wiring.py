@@ -149,7 +149,11 @@ def build(
     partitioned = topics.PartitionedTopics(lane, keys, tenants.register_namespace)
     schemas = topics.SchemaRegistry(lane, keys)
     cluster = topics.Cluster(
-        config.cluster_name, config.advertised_host, storage_url, config.key_prefix
+        config.cluster_name,
+        config.advertised_host,
+        storage_url,
+        config.key_prefix,
+        config.listeners,
     )
 
     # producing and consuming

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -463,3 +464,50 @@ def test_contradictory_tls_flags_are_a_usage_error(capsys: pytest.CaptureFixture
         parse_config(["--tls-key-file-path", "/k.pem"], {})
     assert excinfo.value.code == 2
     assert "give both or neither" in capsys.readouterr().err
+
+
+# -- advertised listeners ---------------------------------------------------------------------
+
+
+def test_advertised_listeners_parsed() -> None:
+    config = parse_config(
+        [
+            "--advertised-listeners",
+            "internal:pulsar://10.0.0.1:6650, internal:pulsar+ssl://10.0.0.1:6651,"
+            "external:pulsar+ssl://gw.example:443,external:https://gw.example:8443",
+        ],
+        {},
+    )
+    internal, external = config.listeners["internal"], config.listeners["external"]
+    assert internal.broker_service_url == "pulsar://10.0.0.1:6650"
+    assert internal.broker_service_url_tls == "pulsar+ssl://10.0.0.1:6651"
+    assert internal.web_service_url is None
+    assert external.broker_service_url is None
+    assert external.web_service_url_tls == "https://gw.example:8443"
+    assert GatewayConfig().listeners == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("pulsar://10.0.0.1:6650", "of listener 'pulsar' is not a pulsar://"),  # no name
+        ("internal:", "is not <listener name>:<URL>"),
+        ("internal:kafka://10.0.0.1:9092", "is not a pulsar://"),
+        ("internal:pulsar://10.0.0.1", "with a host and a port"),
+        ("a:pulsar://h:1,a:pulsar://h:2", "names two pulsar:// URLs"),
+        ("a:pulsar://h:1,b:pulsar+ssl://h:1", "h:1 is named by listeners 'a' and 'b'"),
+        ("a:http://h:8080", "names no pulsar:// or pulsar+ssl:// URL"),
+    ],
+)
+def test_advertised_listeners_refused(value: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GatewayConfig(advertised_listeners=value)
+
+
+def test_bad_advertised_listeners_flag_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as excinfo:
+        parse_config(["--advertised-listeners", "internal"], {})
+    assert excinfo.value.code == 2
+    assert "--advertised-listeners" in capsys.readouterr().err

@@ -16,6 +16,12 @@ answers this gateway: ``LookupData`` as Pulsar serializes it, with null fields l
 (``nativeUrl`` and the always-empty ``brokerUrlSsl`` are legacy fields Pulsar keeps for older
 clients.) With TLS listeners (``--tls-certificate-file-path``) it also carries
 ``brokerUrlTls`` (``pulsar+ssl://host:6651``) and ``httpUrlTls`` (``https://host:8443``).
+A client that names an advertised listener (``?listenerName=`` or the
+``X-Pulsar-ListenerName`` header, as Pulsar's ``TopicLookup`` takes it) gets that listener's
+URLs (its ``http``/``https`` ones where it has them, else this gateway's); naming one the
+gateway does not have is a 400 "the broker do not have X listener" (Pulsar's message; it
+answers with a server error, which this gateway keeps for its own failures).
+
 Topics are created on first use, as on a broker with ``allowAutoTopicCreation``, so a
 valid name is never 404. A name Pulsar's ``TopicName`` refuses is a 412 "Topic name is not
 valid", the admin API's answer (``validateTopicName``); Pulsar's lookup resource lets the
@@ -71,14 +77,31 @@ def _topic(request: web.Request) -> TopicName:
         raise fail(web.HTTPPreconditionFailed, "Topic name is not valid") from None
 
 
+#: The header naming the advertised listener a lookup is for (``LISTENERNAME_HEADER``).
+LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
+
+
 async def lookup_topic(services: Services, request: web.Request) -> dict[str, str]:
     _topic(request)
     cluster = services.cluster
+    name = request.query.get("listenerName") or request.headers.get(LISTENER_NAME_HEADER)
+    if not name:
+        return lookup_data(
+            cluster.broker_service_url,
+            cluster.service_url,
+            cluster.broker_service_url_tls,
+            cluster.service_url_tls,
+        )
+    listener = cluster.listeners.get(name)
+    if listener is None:
+        raise fail(web.HTTPBadRequest, f"the broker do not have {name} listener")
+    broker_url = listener.broker_service_url or listener.broker_service_url_tls
+    assert broker_url is not None  # a listener names one of them
     return lookup_data(
-        cluster.broker_service_url,
-        cluster.service_url,
-        cluster.broker_service_url_tls,
-        cluster.service_url_tls,
+        broker_url,
+        listener.web_service_url or cluster.service_url,
+        listener.broker_service_url_tls,
+        listener.web_service_url_tls or cluster.service_url_tls,
     )
 
 

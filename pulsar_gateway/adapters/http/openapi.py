@@ -188,12 +188,20 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "additionalProperties": {"$ref": "#/components/schemas/BacklogQuota"},
     },
-    "LookupData": _obj(brokerUrl=_STR, httpUrl=_STR, nativeUrl=_STR, brokerUrlSsl=_STR),
+    "LookupData": _obj(
+        brokerUrl=_STR,
+        brokerUrlTls=_STR,
+        httpUrl=_STR,
+        httpUrlTls=_STR,
+        nativeUrl=_STR,
+        brokerUrlSsl=_STR,
+    ),
 }
 
 _CLUSTERS, _TENANTS, _NAMESPACES, _LOOKUP = "clusters", "tenants", "namespaces", "lookup"
 _NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 _QUOTA_TYPE = (("backlogQuotaType", "string"),)
+_LISTENER = (("listenerName", "string"),)
 _TOPICS = "topics"
 _SUBSCRIPTIONS = "subscriptions"
 _POLICIES = "policies"
@@ -355,10 +363,13 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
         _POLICIES, "Remove a topic backlog quota", query=_QUOTA_TYPE, ok=204
     ),
     ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"): Doc(
-        _LOOKUP, "Where to connect for a topic: any gateway", response="LookupData"
+        _LOOKUP,
+        "Where to connect for a topic: any gateway",
+        response="LookupData",
+        query=_LISTENER,
     ),
     ("GET", "/lookup/v2/destination/{domain}/{tenant}/{cluster}/{namespace}/{topic}"): Doc(
-        _LOOKUP, "Lookup, v1 topic names", response="LookupData"
+        _LOOKUP, "Lookup, v1 topic names", response="LookupData", query=_LISTENER
     ),
     ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle"): Doc(
         _LOOKUP,

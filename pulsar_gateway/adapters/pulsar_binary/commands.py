@@ -88,6 +88,8 @@ class Lookup:
     request_id: int
     topic: str
     authoritative: bool
+    #: ``advertised_listener_name``: "" for the default URLs
+    listener_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,7 +383,10 @@ _DECODERS: dict[int, Callable[[pb.BaseCommand, Frame], Command]] = {
         c.partitionMetadata.request_id, c.partitionMetadata.topic
     ),
     T.LOOKUP: lambda c, f: Lookup(
-        c.lookupTopic.request_id, c.lookupTopic.topic, c.lookupTopic.authoritative
+        c.lookupTopic.request_id,
+        c.lookupTopic.topic,
+        c.lookupTopic.authoritative,
+        c.lookupTopic.advertised_listener_name,
     ),
     T.PRODUCER: _producer,
     T.SEND: _send,

@@ -202,6 +202,24 @@ class Session:
 
         self._spawn(run())
 
+    def _lookup_answer(self, cmd: c.Lookup) -> None:
+        """Connect here: at the URLs of the listener the client named, or the defaults."""
+        if not cmd.listener_name:
+            self.conn.send_lookup_response(cmd.request_id, self.service_url, self.service_url_tls)
+            return
+        listener = self.services.cluster.listeners.get(cmd.listener_name)
+        if listener is None:
+            # NamespaceService's refusal; clients retry ServiceNotReady until they time out
+            self.conn.send_lookup_error(
+                cmd.request_id,
+                pb.ServiceNotReady,
+                f"the broker do not have {cmd.listener_name} listener",
+            )
+            return
+        url = listener.broker_service_url or listener.broker_service_url_tls
+        assert url is not None  # a listener names one of them (parse_advertised_listeners)
+        self.conn.send_lookup_response(cmd.request_id, url, listener.broker_service_url_tls)
+
     def _lookup(self, cmd: c.Lookup) -> None:
         # Every gateway serves every topic: the answer is always "connect here".
         try:
@@ -211,7 +229,7 @@ class Session:
             return
         authz = self.services.authorization
         if not authz.enabled:
-            self.conn.send_lookup_response(cmd.request_id, self.service_url, self.service_url_tls)
+            self._lookup_answer(cmd)
             return
 
         async def run() -> None:
@@ -221,9 +239,7 @@ class Session:
             if refusal is not None:
                 self.conn.send_lookup_error(cmd.request_id, *server_error(refusal))
             else:
-                self.conn.send_lookup_response(
-                    cmd.request_id, self.service_url, self.service_url_tls
-                )
+                self._lookup_answer(cmd)
 
         self._spawn(run())
 
