@@ -94,6 +94,7 @@ from pulsar_gateway.core.policies.delayed_delivery import (
 )
 from pulsar_gateway.core.producing.producer import ProducerHandle
 from pulsar_gateway.core.services import Limits, Services
+from pulsar_gateway.core.topics.cluster import UnknownListener
 from pulsar_gateway.core.topics.tenants import TenantInfo, check_namespace_name, check_tenant_name
 
 __all__ = [
@@ -161,6 +162,7 @@ __all__ = [
     "TopicConflict",
     "TopicName",
     "TopicNotFound",
+    "UnknownListener",
     "check_namespace_name",
     "check_tenant_name",
     "decode_ack_set",

@@ -140,15 +140,15 @@ class Gateway:
     @property
     def urls(self) -> list[str]:
         """Where clients reach this gateway (advertised host): the binary protocol and HTTP
-        URLs, with TLS and without."""
-        host = self.config.advertised_host
-        urls = [f"pulsar://{host}:{self.port}"]
-        if self.port_tls is not None:
-            urls.append(f"pulsar+ssl://{host}:{self.port_tls}")
-        urls.append(f"http://{host}:{self.http_port}")
-        if self.http_port_tls is not None:
-            urls.append(f"https://{host}:{self.http_port_tls}")
-        return urls
+        URLs, with TLS and without (the gateway must be started)."""
+        cluster = self.services.cluster
+        urls = [
+            cluster.broker_service_url,
+            cluster.broker_service_url_tls,
+            cluster.service_url,
+            cluster.service_url_tls,
+        ]
+        return [url for url in urls if url is not None]
 
     async def __aenter__(self) -> Gateway:
         await self.start()

@@ -403,17 +403,23 @@ def test_a_client_that_cannot_refresh_is_closed_once_its_token_expired() -> None
     assert "expired" in conn.close_reason
 
 
+def refreshing_connection(lifetime: int) -> tuple[ServerConnection, Clock, int]:
+    """A connection of a client that supports auth refresh, CONNECTed with a token of role
+    ``app`` expiring ``lifetime`` seconds after the returned start time."""
+    clock = Clock()
+    conn = auth_connection(clock)
+    start = int(clock.now)
+    token = hs256({"sub": "app", "exp": start + lifetime})
+    conn.receive_data(connect_frame("token", token.encode(), refresh=True))
+    out(conn)
+    return conn, clock, start
+
+
 def test_credentials_are_refreshed_before_they_expire() -> None:
     """ServerCnx.refreshAuthenticationCredentials: AUTH_CHALLENGE once the token will have
     expired by the next check; the AUTH_RESPONSE's token replaces it (same role), so the
     connection outlives every token it was given."""
-    clock = Clock()
-    conn = auth_connection(clock)
-    start = int(clock.now)
-    conn.receive_data(
-        connect_frame("token", hs256({"sub": "app", "exp": start + 100}).encode(), True)
-    )
-    out(conn)
+    conn, clock, start = refreshing_connection(100)
     clock.now = start + 30
     conn.auth_refresh_tick()  # 70 s left: beyond the next check
     assert out(conn) == []
@@ -440,13 +446,7 @@ def test_credentials_are_refreshed_before_they_expire() -> None:
 
 
 def test_no_answer_to_the_challenge_before_the_expiry_closes() -> None:
-    clock = Clock()
-    conn = auth_connection(clock)
-    start = int(clock.now)
-    conn.receive_data(
-        connect_frame("token", hs256({"sub": "app", "exp": start + 10}).encode(), True)
-    )
-    out(conn)
+    conn, clock, start = refreshing_connection(10)
     conn.auth_refresh_tick()
     assert [c.type for c in out(conn)] == [T.AUTH_CHALLENGE]
     clock.now = start + 11
@@ -464,12 +464,7 @@ def test_no_answer_to_the_challenge_before_the_expiry_closes() -> None:
     ids=["bad-token", "other-role"],
 )
 def test_refreshed_credentials_that_fail_close_the_connection(response: str, reason: str) -> None:
-    clock = Clock()
-    conn = auth_connection(clock)
-    conn.receive_data(
-        connect_frame("token", hs256({"sub": "app", "exp": int(clock.now) + 10}).encode(), True)
-    )
-    out(conn)
+    conn, _, _ = refreshing_connection(10)
     conn.auth_refresh_tick()
     out(conn)
     conn.receive_data(auth_response_frame("token", response.encode()))

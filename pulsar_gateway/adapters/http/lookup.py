@@ -36,7 +36,13 @@ from aiohttp import web
 
 from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.resource import Body, fail, handler
-from pulsar_gateway.core import InvalidTopicName, Services, TopicName, parse_topic_name
+from pulsar_gateway.core import (
+    InvalidTopicName,
+    Services,
+    TopicName,
+    UnknownListener,
+    parse_topic_name,
+)
 
 __all__ = ["add_routes", "lookup_data"]
 
@@ -92,13 +98,12 @@ async def lookup_topic(services: Services, request: web.Request) -> dict[str, st
             cluster.broker_service_url_tls,
             cluster.service_url_tls,
         )
-    listener = cluster.listeners.get(name)
-    if listener is None:
-        raise fail(web.HTTPBadRequest, f"the broker do not have {name} listener")
-    broker_url = listener.broker_service_url or listener.broker_service_url_tls
-    assert broker_url is not None  # a listener names one of them
+    try:
+        listener = cluster.listener(name)
+    except UnknownListener as exc:
+        raise fail(web.HTTPBadRequest, str(exc)) from None
     return lookup_data(
-        broker_url,
+        listener.broker_url,
         listener.web_service_url or cluster.service_url,
         listener.broker_service_url_tls,
         listener.web_service_url_tls or cluster.service_url_tls,

@@ -210,14 +210,17 @@ class BinaryServer:
             return None
         return f"pulsar+ssl://{self.advertised_host}:{self.port_tls}"
 
-    async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: PulsarProtocol(self), self.host, self.port, reuse_address=True
+    async def _listen(self, port: int, ssl_context: ssl.SSLContext | None) -> int:
+        """Accept connections on ``port`` (with TLS when ``ssl_context``); the port bound
+        (port 0 asks for a free one)."""
+        server = await asyncio.get_running_loop().create_server(
+            lambda: PulsarProtocol(self), self.host, port, ssl=ssl_context, reuse_address=True
         )
         self._servers.append(server)
-        if self.port == 0:
-            self.port = server.sockets[0].getsockname()[1]
+        return int(server.sockets[0].getsockname()[1]) if port == 0 else port
+
+    async def start(self) -> None:
+        self.port = await self._listen(self.port, None)
         log.info(
             "Pulsar binary protocol on %s:%d (advertised %s)",
             self.host,
@@ -225,16 +228,7 @@ class BinaryServer:
             self.service_url,
         )
         if self.ssl_context is not None and self.port_tls is not None:
-            server = await loop.create_server(
-                lambda: PulsarProtocol(self),
-                self.host,
-                self.port_tls,
-                ssl=self.ssl_context,
-                reuse_address=True,
-            )
-            self._servers.append(server)
-            if self.port_tls == 0:
-                self.port_tls = server.sockets[0].getsockname()[1]
+            self.port_tls = await self._listen(self.port_tls, self.ssl_context)
             log.info(
                 "Pulsar binary protocol with TLS on %s:%d (advertised %s)",
                 self.host,

@@ -44,6 +44,7 @@ from pulsar_gateway.core import (
     Services,
     SubscriptionType,
     TopicName,
+    UnknownListener,
     decode_version,
     encode_version,
     parse_topic_name,
@@ -207,18 +208,15 @@ class Session:
         if not cmd.listener_name:
             self.conn.send_lookup_response(cmd.request_id, self.service_url, self.service_url_tls)
             return
-        listener = self.services.cluster.listeners.get(cmd.listener_name)
-        if listener is None:
+        try:
+            listener = self.services.cluster.listener(cmd.listener_name)
+        except UnknownListener as exc:
             # NamespaceService's refusal; clients retry ServiceNotReady until they time out
-            self.conn.send_lookup_error(
-                cmd.request_id,
-                pb.ServiceNotReady,
-                f"the broker do not have {cmd.listener_name} listener",
-            )
+            self.conn.send_lookup_error(cmd.request_id, pb.ServiceNotReady, str(exc))
             return
-        url = listener.broker_service_url or listener.broker_service_url_tls
-        assert url is not None  # a listener names one of them (parse_advertised_listeners)
-        self.conn.send_lookup_response(cmd.request_id, url, listener.broker_service_url_tls)
+        self.conn.send_lookup_response(
+            cmd.request_id, listener.broker_url, listener.broker_service_url_tls
+        )
 
     def _lookup(self, cmd: c.Lookup) -> None:
         # Every gateway serves every topic: the answer is always "connect here".

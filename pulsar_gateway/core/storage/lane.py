@@ -21,7 +21,8 @@ ahead of everything not yet sent.
 ``notify(channel)`` asks for a ``PUBLISH`` on the channel after the current batch: producers
 use it so consumers on every gateway wake up, once per topic per tick instead of once per
 message. On a Redis Cluster a topic's channels are sharded (``SPUBLISH``, :mod:`.notifier`).
-The message published is the lane's ``hint`` (the gateway's id): the listeners on this
+The message published is the lane's ``hint`` (a token unique to the gateway process): the
+listeners on this
 gateway are woken by the lane itself (``on_notified``) as soon as the pipeline is answered,
 one pub/sub hop and one loop wake-up sooner, and the notifier drops the message when it
 comes back.
@@ -526,8 +527,8 @@ class Lane:
                     self.on_notified(notified)
         except (RedisError, OSError) as exc:
             self._drop_connection(conn, StorageError(f"Redis is unavailable: {exc!r}"))
-        except asyncio.CancelledError:
-            if not self._timed_out:
+        except BaseException as exc:
+            if not (self._timed_out and isinstance(exc, asyncio.CancelledError)):
                 self._drop_connection(conn, ServiceNotReady("the gateway is shutting down"))
                 raise
             # cancelled by the watchdog (this task is the lane's own): the connection is dead
@@ -536,9 +537,6 @@ class Lane:
                 conn,
                 StorageError(f"Redis is unavailable: no reply within {PIPELINE_TIMEOUT} s"),
             )
-        except BaseException:
-            self._drop_connection(conn, ServiceNotReady("the gateway is shutting down"))
-            raise
         finally:
             self._reader = None
             if self._in_flight and self._conn is conn:

@@ -344,11 +344,8 @@ class Notifier:
     def wake(self, channels: set[str]) -> None:
         """Wake this gateway's listeners of ``channels``: hints this gateway published, now
         applied (:attr:`.Lane.on_notified`)."""
-        callbacks = self._callbacks
         for channel in channels:
-            wake = callbacks.get(channel)
-            if wake is not None:
-                wake()
+            self._wake(channel)
 
     # -- called by the connections ----------------------------------------------------
 

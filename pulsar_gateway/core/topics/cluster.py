@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["AdvertisedListener", "Cluster", "parse_advertised_listeners"]
+__all__ = ["AdvertisedListener", "Cluster", "UnknownListener", "parse_advertised_listeners"]
 
 #: The URL schemes a listener may name, each at most once.
 _LISTENER_SCHEMES = ("pulsar", "pulsar+ssl", "http", "https")
@@ -37,6 +37,22 @@ class AdvertisedListener:
     broker_service_url_tls: str | None = None
     web_service_url: str | None = None
     web_service_url_tls: str | None = None
+
+    @property
+    def broker_url(self) -> str:
+        """What a lookup answers as ``brokerServiceUrl``: the ``pulsar://`` URL, else the
+        ``pulsar+ssl://`` one (a listener names one of them)."""
+        url = self.broker_service_url or self.broker_service_url_tls
+        assert url is not None  # parse_advertised_listeners refuses a listener without
+        return url
+
+
+class UnknownListener(LookupError):
+    """A lookup names a listener this gateway does not have; the message is Pulsar's
+    (``NamespaceService``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"the broker do not have {name} listener")
 
 
 def parse_advertised_listeners(text: str) -> dict[str, AdvertisedListener]:
@@ -106,6 +122,17 @@ class Cluster:
         self.http_port = 8080
         self.broker_port_tls: int | None = None
         self.http_port_tls: int | None = None
+
+    def listener(self, name: str) -> AdvertisedListener:
+        """The advertised listener ``name``.
+
+        Raises:
+            UnknownListener: this gateway has no such listener.
+        """
+        listener = self.listeners.get(name)
+        if listener is None:
+            raise UnknownListener(name)
+        return listener
 
     def advertise(
         self,
