@@ -86,3 +86,16 @@ async def call_raw(method: str, url: str) -> tuple[int, dict[str, list[str]], by
 def admin_raw(method: str, url: str) -> tuple[int, dict[str, list[str]], bytes]:
     """:func:`call_raw` from synchronous code."""
     return asyncio.run(call_raw(method, url))
+
+
+def create_namespace(http_url: str, namespace: str) -> None:
+    """Create ``namespace`` (``tenant/ns``, or a legacy ``tenant/cluster/ns``) and its
+    tenant if missing: topics are usable only in namespaces that exist, as in Pulsar."""
+    tenant = namespace.split("/", 1)[0]
+    info = {"adminRoles": [], "allowedClusters": ["standalone"]}
+    status, body = admin("PUT", f"{http_url}/admin/v2/tenants/{tenant}", info)
+    assert status in (204, 409), (status, body)
+    parts = namespace.split("/")
+    path = f"v2/namespaces/{namespace}" if len(parts) == 2 else f"namespaces/{namespace}"
+    status, body = admin("PUT", f"{http_url}/admin/{path}")
+    assert status in (204, 409), (status, body)

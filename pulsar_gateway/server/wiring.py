@@ -145,8 +145,8 @@ def build(
 
     # topics and tenants
     tenants = topics.Tenants(lane, keys, config.cluster_name)
-    topic_handles = topics.Topics(lane, keys, tenants.register_namespace)
-    partitioned = topics.PartitionedTopics(lane, keys, tenants.register_namespace)
+    topic_handles = topics.Topics(lane, keys, tenants.require_topic_namespace)
+    partitioned = topics.PartitionedTopics(lane, keys, tenants.require_topic_namespace)
     schemas = topics.SchemaRegistry(lane, keys)
     cluster = topics.Cluster(
         config.cluster_name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pulsar
 import pytest
 
 from pulsar_gateway.core.storage.keys import KeySchema
@@ -151,9 +152,10 @@ def test_delete_tenant_with_namespaces(gateway, client_factory, redis_clean):
     admin("PUT", url(gateway, "tenants/acme"), INFO)
     admin("PUT", url(gateway, "namespaces/acme/a"))
     admin("PUT", url(gateway, "namespaces/acme/b"))
+    # A legacy (v1) namespace, for topic names with a cluster in them.
+    assert admin("PUT", f"{gateway.http_url}/admin/namespaces/acme/standalone/old")[0] == 204
     client = client_factory(gateway.url)
     client.create_producer("persistent://acme/a/orders").send(b"x")
-    # A topic with a legacy (v1) name records the namespace "acme/standalone/old".
     client.create_producer("persistent://acme/standalone/old/t").send(b"y")
     assert redis_clean.exists(stream_key("persistent://acme/a/orders"))
     status, body = admin("DELETE", url(gateway, "tenants/acme"))
@@ -269,28 +271,29 @@ def test_delete_namespace_with_topics(gateway, client_factory, redis_clean):
     assert admin("GET", f"{gateway.http_url}/admin/v2/persistent/public/doomed") == (200, [])
 
 
-def test_producer_registers_its_namespace_and_tenant(gateway, client_factory):
-    client = client_factory(gateway.url)
-    client.create_producer("persistent://newco/orders/created").send(b"x")
-    client.subscribe("persistent://newco/billing/invoices", "s")
-    assert "newco" in admin("GET", url(gateway, "tenants"))[1]
-    assert admin("GET", url(gateway, "tenants/newco")) == (
-        200,
-        {"adminRoles": [], "allowedClusters": ["standalone"]},
-    )
-    assert admin("GET", url(gateway, "namespaces/newco")) == (
-        200,
-        ["newco/billing", "newco/orders"],
-    )
-    assert admin("GET", url(gateway, "namespaces/newco/orders"))[0] == 200
-    assert admin("PUT", url(gateway, "namespaces/newco/orders"))[0] == 409
-
-
-def test_admin_topic_create_registers_its_namespace(gateway):
-    topics = f"{gateway.http_url}/admin/v2/persistent/madeby/admin"
+def test_clients_and_admin_do_not_create_namespaces(gateway, client_factory):
+    client = client_factory(gateway.url, operation_timeout_seconds=5)
+    with pytest.raises(pulsar.TopicNotFound):
+        client.create_producer("persistent://newco/orders/created")
+    topics = f"{gateway.http_url}/admin/v2/persistent/newco/orders"
+    status, body = admin("PUT", f"{topics}/t1")
+    assert status == 404 and reason(body) == "Namespace newco/orders not found"
+    assert admin("PUT", f"{topics}/t2/partitions", 3)[0] == 404
+    status, body = admin("GET", topics)
+    assert status == 404 and reason(body) == "Namespace newco/orders does not exist."
+    assert admin("GET", f"{topics}/partitioned")[0] == 404
+    assert admin("GET", url(gateway, "tenants/newco"))[0] == 404
+    # Once created, the admin API and clients use it.
+    admin("PUT", url(gateway, "tenants/newco"), INFO)
+    assert admin("PUT", url(gateway, "namespaces/newco/orders")) == (204, None)
     assert admin("PUT", f"{topics}/t1")[0] == 204
     assert admin("PUT", f"{topics}/t2/partitions", 3)[0] == 204
-    assert admin("GET", url(gateway, "namespaces/madeby")) == (200, ["madeby/admin"])
+    client.create_producer("persistent://newco/orders/created").send(b"x")
+    assert admin("GET", topics) == (
+        200,
+        [f"persistent://newco/orders/{t}" for t in ("created", "t1")]
+        + [f"persistent://newco/orders/t2-partition-{i}" for i in range(3)],
+    )
 
 
 def test_two_gateways_share_tenants(gateway_factory):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adminhttp import admin, admin_text
+from tests.adminhttp import admin, admin_text, create_namespace
 from tests.conftest import TIMEOUT
 
 RECEIVE_MS = int(TIMEOUT * 1000)
@@ -24,6 +24,8 @@ def test_lookup_answers_this_gateway(gateway, domain):
 
 
 def test_lookup_of_partition_bundle_and_legacy_name(gateway):
+    create_namespace(gateway.http_url, "acme/ns")
+    create_namespace(gateway.http_url, "acme/standalone/ns")
     base = f"{gateway.http_url}/lookup/v2"
     status, data = admin("GET", f"{base}/topic/persistent/acme/ns/t-partition-3")
     assert status == 200 and data["brokerUrl"] == gateway.url

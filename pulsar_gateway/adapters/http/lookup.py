@@ -22,11 +22,13 @@ URLs (its ``http``/``https`` ones where it has them, else this gateway's); namin
 gateway does not have is a 400 "the broker do not have X listener" (Pulsar's message; it
 answers with a server error, which this gateway keeps for its own failures).
 
-Topics are created on first use, as on a broker with ``allowAutoTopicCreation``, so a
-valid name is never 404. A name Pulsar's ``TopicName`` refuses is a 412 "Topic name is not
-valid", the admin API's answer (``validateTopicName``); Pulsar's lookup resource lets the
-parser's error escape. Partitioned topics need no lookup variant: clients read the partition
-count from the admin ``.../partitions`` resource
+Topics are created on first use inside an existing namespace, as on a broker with
+``allowAutoTopicCreation``, so a valid name is 404 only when its namespace does not exist
+("Namespace X not found", as Pulsar's namespace check answers). A name Pulsar's
+``TopicName`` refuses is a 412 "Topic name is not valid", the admin API's answer
+(``validateTopicName``); Pulsar's lookup resource lets the parser's error escape.
+Partitioned topics need no lookup variant: clients read the partition count from the admin
+``.../partitions`` resource
 (pulsar_gateway/adapters/http/topics.py) and look up each partition here.
 """
 
@@ -88,7 +90,8 @@ LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
 
 
 async def lookup_topic(services: Services, request: web.Request) -> dict[str, str]:
-    _topic(request)
+    topic = _topic(request)
+    await services.tenants.require_topic_namespace(topic.namespace)
     cluster = services.cluster
     name = request.query.get("listenerName") or request.headers.get(LISTENER_NAME_HEADER)
     if not name:

@@ -200,6 +200,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 _CLUSTERS, _TENANTS, _NAMESPACES, _LOOKUP = "clusters", "tenants", "namespaces", "lookup"
 _NS = "/admin/v2/namespaces/{tenant}/{namespace}"
+_NS_V1 = "/admin/namespaces/{tenant}/{cluster}/{namespace}"
 _QUOTA_TYPE = (("backlogQuotaType", "string"),)
 _LISTENER = (("listenerName", "string"),)
 _TOPICS = "topics"
@@ -327,6 +328,12 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", _NS): Doc(_NAMESPACES, "The namespace's policies", response="Policies"),
     ("PUT", _NS): Doc(_NAMESPACES, "Create a namespace", body="Policies", ok=204),
     ("DELETE", _NS): Doc(_NAMESPACES, "Delete a namespace", query=(("force", "boolean"),), ok=204),
+    ("PUT", _NS_V1): Doc(
+        _NAMESPACES, "Create a legacy (v1) namespace for tenant/cluster/ns topic names", ok=204
+    ),
+    ("DELETE", _NS_V1): Doc(
+        _NAMESPACES, "Delete a legacy (v1) namespace", query=(("force", "boolean"),), ok=204
+    ),
     ("GET", f"{_NS}/permissions"): Doc(
         _NAMESPACES,
         "Roles and the actions granted to them on the namespace",

@@ -238,7 +238,7 @@ async def produce(services: Services, request: web.Request) -> web.Response:
     messages = _messages(body, schema_type)
     requested_version = _int(body.get("schemaVersion"), "schemaVersion", -1)
 
-    partitions = await services.topics.partitions(topic)
+    partitions = await services.topics.client_partitions(topic)
     if partition is not None:
         index = int(partition)
         if index >= max(partitions, 1) or (partitions == 0 and index != 0):

@@ -16,6 +16,12 @@ Paths (``admin/v2/Clusters.java``, ``Tenants.java``, ``Namespaces.java``)::
     GET    /admin/v2/namespaces/{tenant}/{ns}          getPolicies (Policies)
     PUT    /admin/v2/namespaces/{tenant}/{ns}          createNamespace (optional Policies body)
     DELETE /admin/v2/namespaces/{tenant}/{ns}?force=   deleteNamespace
+    PUT    /admin/namespaces/{tenant}/{cluster}/{ns}          createNamespace (v1)
+    DELETE /admin/namespaces/{tenant}/{cluster}/{ns}?force=   deleteNamespace (v1)
+
+The v1 paths (``admin/v1/Namespaces.java``) exist for legacy topic names
+(``persistent://tenant/cluster/ns/topic``), whose namespace ``tenant/cluster/ns`` must exist
+like any other; the cluster must be this fleet's (412 "Cluster X does not exist." otherwise).
 
 Statuses follow ``ClustersBase``, ``TenantsBase`` and ``NamespacesBase``: 204 for a change;
 404 for what is
@@ -302,10 +308,29 @@ async def create_namespace(services: Services, request: web.Request) -> None:
 
 
 async def delete_namespace(services: Services, request: web.Request) -> None:
+    await _delete_namespace(services, request, _namespace(request))
+
+
+async def _delete_namespace(services: Services, request: web.Request, namespace: str) -> None:
     force = flag(request, "force")
-    await services.namespaces.delete_namespace(_namespace(request), force)
+    await services.namespaces.delete_namespace(namespace, force)
     if force:
         await services.subscriptions.renew_leases()
+
+
+def _v1_namespace(request: web.Request) -> str:
+    # Validated, with the cluster, by Tenants (check_namespace_name).
+    info = request.match_info
+    return f"{info['tenant']}/{info['cluster']}/{info['namespace']}"
+
+
+async def create_v1_namespace(services: Services, request: web.Request) -> None:
+    # Pulsar's v1 body is an optional BundlesData; a fleet has one bundle, so it is unused.
+    await services.tenants.create_namespace(_v1_namespace(request))
+
+
+async def delete_v1_namespace(services: Services, request: web.Request) -> None:
+    await _delete_namespace(services, request, _v1_namespace(request))
 
 
 def add_routes(app: web.Application) -> None:
@@ -325,6 +350,8 @@ def add_routes(app: web.Application) -> None:
         ("GET", "/admin/v2/namespaces/{tenant}/{namespace}", get_policies),
         ("PUT", "/admin/v2/namespaces/{tenant}/{namespace}", create_namespace),
         ("DELETE", "/admin/v2/namespaces/{tenant}/{namespace}", delete_namespace),
+        ("PUT", "/admin/namespaces/{tenant}/{cluster}/{namespace}", create_v1_namespace),
+        ("DELETE", "/admin/namespaces/{tenant}/{cluster}/{namespace}", delete_v1_namespace),
     )
     for method, path, body in routes:
         app.router.add_route(method, path, handler(body))

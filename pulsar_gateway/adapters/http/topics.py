@@ -65,11 +65,13 @@ async def _partition_count(request: web.Request) -> int:
 
 async def get_list(services: Services, request: web.Request) -> list[str]:
     namespace = namespace_name(request)
+    await services.tenants.require_namespace(namespace)
     return await services.topics.topics(namespace, request.match_info["domain"])
 
 
 async def get_partitioned_list(services: Services, request: web.Request) -> list[str]:
     namespace = namespace_name(request)
+    await services.tenants.require_namespace(namespace)
     domain = request.match_info["domain"]
     return await services.topics.partitioned_topics(namespace, domain)
 
@@ -118,7 +120,7 @@ async def update_partitioned(services: Services, request: web.Request) -> None:
 
 async def get_partitioned_metadata(services: Services, request: web.Request) -> dict[str, int]:
     topic = topic_name(request)
-    count = await services.topics.partitions(topic)
+    count = await services.topics.client_partitions(topic)
     if (
         count == 0
         and not flag(request, "checkAllowAutoCreation")

@@ -195,7 +195,9 @@ class Session:
                 self.conn.send_partition_metadata_error(cmd.request_id, *server_error(refusal))
                 return
             try:
-                partitions = await self.services.topics.partitions(parse_topic_name(cmd.topic))
+                partitions = await self.services.topics.client_partitions(
+                    parse_topic_name(cmd.topic)
+                )
             except GatewayError as exc:
                 self.conn.send_partition_metadata_error(cmd.request_id, *server_error(exc))
             else:
@@ -219,23 +221,27 @@ class Session:
         )
 
     def _lookup(self, cmd: c.Lookup) -> None:
-        # Every gateway serves every topic: the answer is always "connect here".
+        # Every gateway serves every topic: the answer is "connect here", once the client
+        # may look the topic up and its namespace exists (TopicNotFound otherwise).
         try:
-            parse_topic_name(cmd.topic)
+            topic = parse_topic_name(cmd.topic)
         except GatewayError as exc:
             self.conn.send_lookup_error(cmd.request_id, *server_error(exc))
             return
         authz = self.services.authorization
-        if not authz.enabled:
-            self._lookup_answer(cmd)
-            return
 
         async def run() -> None:
-            refusal = await self._refusal(
-                cmd.topic, authz.can_lookup, "Client is not authorized to Lookup"
-            )
-            if refusal is not None:
-                self.conn.send_lookup_error(cmd.request_id, *server_error(refusal))
+            if authz.enabled:
+                refusal = await self._refusal(
+                    cmd.topic, authz.can_lookup, "Client is not authorized to Lookup"
+                )
+                if refusal is not None:
+                    self.conn.send_lookup_error(cmd.request_id, *server_error(refusal))
+                    return
+            try:
+                await self.services.tenants.require_topic_namespace(topic.namespace)
+            except GatewayError as exc:
+                self.conn.send_lookup_error(cmd.request_id, *server_error(exc))
             else:
                 self._lookup_answer(cmd)
 

@@ -285,7 +285,7 @@ class ConsumerEndpoint:
         await self._attach_topic(topic)
 
     async def _attach_topic(self, topic: TopicName, from_pattern: bool = False) -> None:
-        partitions = await self.services.topics.partitions(topic)
+        partitions = await self.services.topics.client_partitions(topic)
         names = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
         for name in names:
             await self._attach(name, topic, from_pattern)

@@ -83,7 +83,7 @@ class TopicProducer:
         Raises:
             GatewayError: as ``ProducerService.create`` (ProducerBusy, ...).
         """
-        partitions = await services.topics.partitions(topic)
+        partitions = await services.topics.client_partitions(topic)
         names = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
         producers: list[ProducerHandle] = []
         try:

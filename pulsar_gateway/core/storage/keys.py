@@ -322,15 +322,15 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "P:tenants",
         "hash",
         'tenant name -> TenantInfo JSON {"adminRoles": [...], "allowedClusters": [...]}',
-        "``topics/tenants.py`` (admin create ``HSETNX``, start-up defaults, topic "
-        "registration); ``tenant_update.lua``; ``HDEL`` on delete",
+        "``topics/tenants.py`` (admin create ``HSETNX``, start-up defaults); "
+        "``tenant_update.lua``; ``HDEL`` on delete",
         "KeySchema.tenants",
     ),
     KeySpec(
         "P:tenant-namespaces:<tenant>",
         "set",
-        'the tenant\'s namespaces ("tenant/ns")',
-        "``topics/tenants.py`` (admin create, start-up defaults, topic registration); "
+        'the tenant\'s namespaces ("tenant/ns", or a legacy "tenant/cluster/ns")',
+        "``topics/tenants.py`` (admin create, start-up defaults; every attach checks it); "
         "``SREM``/``DEL`` on delete",
         "KeySchema.tenant_namespaces",
     ),

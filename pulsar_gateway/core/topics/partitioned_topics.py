@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
 
 from pulsar_gateway.core.errors import (
     InvalidPartitionCount,
@@ -37,6 +36,7 @@ from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import texts
 from pulsar_gateway.core.storage.scripts import topics as scripts
 from pulsar_gateway.core.storage.scripts.topics import DeleteTopicStatus, MetadataOperation
+from pulsar_gateway.core.topics.topic import RequireNamespace
 
 __all__ = ["PartitionedTopics"]
 
@@ -44,17 +44,12 @@ __all__ = ["PartitionedTopics"]
 class PartitionedTopics:
     """Partition counts and namespace topic lists, read and changed atomically in Redis."""
 
-    def __init__(
-        self, lane: Lane, keys: KeySchema, register_namespace: Callable[[str], Awaitable[None]]
-    ) -> None:
+    def __init__(self, lane: Lane, keys: KeySchema, require_namespace: RequireNamespace) -> None:
         self._lane = lane
         self._keys = keys
-        #: records a namespace in its tenant after an admin create, as a producer's topic
-        #: registration does (:meth:`.tenants.Tenants.register_namespace`)
-        self._register_namespace = register_namespace
-
-    async def _created(self, topic: TopicName) -> None:
-        await self._register_namespace(topic.namespace)
+        #: refuses a topic in a namespace that does not exist with TopicNotFound
+        #: (:meth:`.tenants.Tenants.require_topic_namespace`)
+        self._require_namespace = require_namespace
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -71,6 +66,16 @@ class PartitionedTopics:
             "HGET", self._keys.namespace_partitioned(topic.namespace), str(topic)
         )
         return int(raw) if raw is not None else 0
+
+    async def client_partitions(self, topic: TopicName) -> int:
+        """:meth:`partitions` for a client about to attach (PARTITIONED_METADATA, the
+        REST and WebSocket fronts).
+
+        Raises:
+            TopicNotFound: the topic's namespace does not exist.
+        """
+        await self._require_namespace(topic.namespace)
+        return await self.partitions(topic)
 
     async def exists(self, topic: TopicName) -> bool:
         """Whether a non-partitioned topic (or a partition) of that name exists."""
@@ -140,13 +145,14 @@ class PartitionedTopics:
 
         Raises:
             InvalidPartitionCount: ``count`` < 1.
+            TopicNotFound: the namespace does not exist.
             TopicConflict: the name is taken by a topic of either kind, or a partition with
                 an index >= ``count`` exists.
         """
         if count < 1:
             raise InvalidPartitionCount("Number of partitions should be more than 0")
+        await self._require_namespace(topic.namespace)
         await self._metadata(MetadataOperation.CREATE, topic, count)
-        await self._created(topic)
 
     async def update_partitioned(self, topic: TopicName, count: int, force: bool) -> None:
         """Raise the partition count (Pulsar ``updatePartitionedTopic``).
@@ -185,10 +191,11 @@ class PartitionedTopics:
         """Create a non-partitioned topic (Pulsar ``createNonPartitionedTopic``).
 
         Raises:
+            TopicNotFound: the namespace does not exist.
             TopicConflict: the name is taken by a topic of either kind.
         """
+        await self._require_namespace(topic.namespace)
         await self._metadata(MetadataOperation.CREATE_NON_PARTITIONED, topic)
-        await self._created(topic)
 
     # -- deletion ------------------------------------------------------------------------
 

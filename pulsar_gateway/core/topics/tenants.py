@@ -6,18 +6,20 @@ policies hash :mod:`pulsar_gateway.core.policies.policies` keeps, its topics in 
 :mod:`pulsar_gateway.core.topics.partitioned_topics` keeps. There is no metadata store to ask:
 whichever gateway is asked reads Redis, so every gateway sees the same tenants.
 
-Pulsar clients create topics in any namespace, without an admin call first (the gateway
-auto-creates topics the way a broker with ``allowAutoTopicCreation`` does). So every topic
-registration also records its namespace in its tenant's set and the tenant in the tenants
-hash if it is missing (:meth:`Tenants.register_namespace`: one ``SADD`` and one ``HSETNX``
-in the same pipeline as the topic's own ``SADD``, on producer/subscribe, never per
-message). A namespace counts as existing when it is in its tenant's set or, for data
-written before that registration existed, when it has topics.
+A namespace exists when it is in its tenant's set, and only the admin API puts it there
+(``PUT /admin/v2/namespaces/{tenant}/{ns}``, or the v1 path for a legacy
+``tenant/cluster/ns``): as in Pulsar, a client naming a topic in a namespace that does not
+exist is refused with TopicNotFound (``PulsarWebResource.checkLocalOrGetPeerReplicationCluster``
+answers 404 "Namespace not found", which ``ServerCnx`` sends as TopicNotFound), and topics
+are auto-created only inside existing namespaces (``allowAutoTopicCreation``). Nothing
+caches the answer: every attach (producer, subscription, lookup, partition metadata) asks
+Redis with one ``SISMEMBER``, so a namespace the admin API creates on one gateway is usable
+on every gateway at once, and one it deletes is refused at once.
 
 The fleet is one Pulsar cluster, named by ``--cluster-name``. Its standalone defaults
 (Pulsar's ``PulsarStandalone``: tenant ``public`` with ``public/default``, tenant
 ``pulsar`` with ``pulsar/system``) are created idempotently when a gateway starts, so a
-fresh Redis shows them, as a fresh standalone does.
+fresh Redis shows them and ``public/default`` is usable at once, as in a fresh standalone.
 
 Atomicity: the key names put the tenants hash and each tenant's set in different Redis
 Cluster slots, so no script can span them. Each step here is atomic on its own key (a
@@ -42,6 +44,7 @@ from pulsar_gateway.core.errors import (
     InvalidTenantInfo,
     NamespaceNotFound,
     TenantNotFound,
+    TopicNotFound,
 )
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
@@ -71,13 +74,19 @@ def check_tenant_name(tenant: str) -> None:
         raise InvalidNamespaceName("Tenant name is not valid")
 
 
-def check_namespace_name(namespace: str) -> None:
+def check_namespace_name(namespace: str, cluster: str | None = None) -> None:
     """Raise :class:`InvalidNamespaceName` unless ``namespace`` is ``tenant/ns`` with both
     parts valid (``PulsarWebResource.validateNamespaceName``: 412 "Namespace name is not
-    valid")."""
+    valid"); with ``cluster``, a legacy (v1) ``tenant/cluster/ns`` naming that cluster is
+    valid too (Pulsar's v1 ``validateClusterExists``: 412 for another cluster)."""
     parts = namespace.split("/")
-    if len(parts) != 2 or not all(_NAMED_ENTITY.fullmatch(p) for p in parts):
+    if len(parts) not in (2, 3) or not all(_NAMED_ENTITY.fullmatch(p) for p in parts):
         raise InvalidNamespaceName("Namespace name is not valid")
+    if len(parts) == 3:
+        if cluster is None:
+            raise InvalidNamespaceName("Namespace name is not valid")
+        if parts[1] != cluster:
+            raise InvalidNamespaceName(f"Cluster {parts[1]} does not exist.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +157,9 @@ class Tenants:
 
     async def start(self) -> None:
         """Create the standalone defaults if missing (idempotent)."""
-        await asyncio.gather(*(self.register_namespace(ns) for ns in DEFAULT_NAMESPACES))
+        await asyncio.gather(*(self._ensure_namespace(ns) for ns in DEFAULT_NAMESPACES))
 
-    # -- registration (topic attach, admin topic create) -------------------------------
-
-    async def register_namespace(self, namespace: str) -> None:
-        """Record ``namespace`` in its tenant, and the tenant itself if missing (idempotent;
-        both commands join the caller's pipeline)."""
+    async def _ensure_namespace(self, namespace: str) -> None:
         tenant = namespace.split("/", 1)[0]
         await asyncio.gather(
             self._lane.call("SADD", self._keys.tenant_namespaces(tenant), namespace),
@@ -227,18 +232,25 @@ class Tenants:
 
     async def namespace_exists(self, namespace: str) -> bool:
         tenant = namespace.split("/", 1)[0]
-        listed, topics, partitioned = await asyncio.gather(
-            self._lane.call("SISMEMBER", self._keys.tenant_namespaces(tenant), namespace),
-            self._lane.call("EXISTS", self._keys.namespace_topics(namespace)),
-            self._lane.call("EXISTS", self._keys.namespace_partitioned(namespace)),
-        )
-        return bool(listed or topics or partitioned)
+        key = self._keys.tenant_namespaces(tenant)
+        return bool(await self._lane.call("SISMEMBER", key, namespace))
 
     async def require_namespace(self, namespace: str) -> None:
         """Raises: InvalidNamespaceName, NamespaceNotFound."""
-        check_namespace_name(namespace)
+        check_namespace_name(namespace, self.cluster_name)
         if not await self.namespace_exists(namespace):
             raise NamespaceNotFound(f"Namespace {namespace} does not exist.")
+
+    async def require_topic_namespace(self, namespace: str) -> None:
+        """Refuse a topic a client or an admin names in a namespace that does not exist.
+
+        Raises:
+            TopicNotFound: "Namespace not found" (Pulsar's 404 from
+                ``checkLocalOrGetPeerReplicationCluster``; TopicNotFound on the binary
+                protocol, 404 over HTTP).
+        """
+        if not await self.namespace_exists(namespace):
+            raise TopicNotFound(f"Namespace {namespace} not found")
 
     async def create_namespace(self, namespace: str) -> None:
         """Create an empty namespace (its policies are the caller's, written after).
@@ -246,9 +258,9 @@ class Tenants:
         Raises:
             InvalidNamespaceName: bad name.
             TenantNotFound: the tenant does not exist.
-            AlreadyExists: the namespace exists (listed, or has topics).
+            AlreadyExists: the namespace exists.
         """
-        check_namespace_name(namespace)
+        check_namespace_name(namespace, self.cluster_name)
         tenant = namespace.split("/", 1)[0]
         if not await self.tenant_exists(tenant):
             raise TenantNotFound("Tenant does not exist")
@@ -260,8 +272,7 @@ class Tenants:
 
     async def forget_namespace(self, namespace: str) -> None:
         """Remove a namespace whose topics are gone: its topic lists, policies,
-        permissions and its place in its tenant. Also for legacy ``tenant/cluster/ns``
-        namespaces (recorded by topics with v1 names), which no v2 path can name."""
+        permissions and its place in its tenant (also for a legacy ``tenant/cluster/ns``)."""
         keys = self._keys
         tenant = namespace.split("/", 1)[0]
         await asyncio.gather(

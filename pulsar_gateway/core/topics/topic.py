@@ -1,10 +1,12 @@
 """A topic (or one partition of a partitioned topic) as the core sees it.
 
 One Redis stream per topic partition (DESIGN.md): entries are appended by producers, and
-each subscription is a consumer group on the stream. Topics are created on first use: every
-producer and subscription (re-)registers the name in its namespace's topic set (one ``SADD``
-per attach, so a topic deleted by the admin API and used again is listed again on any
-gateway); the stream itself appears with the first entry or subscription.
+each subscription is a consumer group on the stream. Topics are created on first use inside an
+existing namespace (Pulsar's ``allowAutoTopicCreation``): every producer and subscription
+checks the namespace and (re-)registers the name in its namespace's topic set (one
+``SISMEMBER`` and one ``SADD`` per attach, so a topic deleted by the admin API and used again
+is listed again on any gateway); the stream itself appears with the first entry or
+subscription.
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ from pulsar_gateway.core.storage.scripts import texts
 
 __all__ = ["Topic", "Topics"]
 
-#: Records a namespace in its tenant (:meth:`.tenants.Tenants.register_namespace`).
-RegisterNamespace = Callable[[str], Awaitable[None]]
+#: Refuses a namespace that does not exist with TopicNotFound
+#: (:meth:`.tenants.Tenants.require_topic_namespace`).
+RequireNamespace = Callable[[str], Awaitable[None]]
 
 
 class Topic:
     """Handle on one topic partition's keys, shared by its producers and subscriptions."""
 
     def __init__(
-        self, name: TopicName, keys: KeySchema, lane: Lane, register_namespace: RegisterNamespace
+        self, name: TopicName, keys: KeySchema, lane: Lane, require_namespace: RequireNamespace
     ) -> None:
         self.name = name
         self.full_name = str(name)
@@ -35,15 +38,16 @@ class Topic:
         self.partition = name.partition_index
         self._lane = lane
         self._namespace_topics = keys.namespace_topics(name.namespace)
-        self._register_namespace = register_namespace
+        self._require_namespace = require_namespace
 
     async def register(self) -> None:
-        """Record the topic in its namespace, and the namespace in its tenant, all
-        idempotent and in one pipeline."""
-        await asyncio.gather(
-            self._lane.call("SADD", self._namespace_topics, self.full_name),
-            self._register_namespace(self.name.namespace),
-        )
+        """Record the topic in its namespace (idempotent).
+
+        Raises:
+            TopicNotFound: the namespace does not exist.
+        """
+        await self._require_namespace(self.name.namespace)
+        await self._lane.call("SADD", self._namespace_topics, self.full_name)
 
     async def subscriptions(self) -> list[str]:
         """The names of the partition's subscriptions (its ``subs`` hash), in no order."""
@@ -62,10 +66,10 @@ class Topic:
 class Topics:
     """Opens :class:`Topic` handles (cheap: nothing is cached or read)."""
 
-    def __init__(self, lane: Lane, keys: KeySchema, register_namespace: RegisterNamespace) -> None:
+    def __init__(self, lane: Lane, keys: KeySchema, require_namespace: RequireNamespace) -> None:
         self._lane = lane
         self._keys = keys
-        self._register_namespace = register_namespace
+        self._require_namespace = require_namespace
 
     def get(self, name: TopicName | str) -> Topic:
         """The handle of topic ``name``.
@@ -74,4 +78,4 @@ class Topics:
             InvalidTopicName: ``name`` is not a valid topic name.
         """
         topic = name if isinstance(name, TopicName) else parse_topic_name(name)
-        return Topic(topic, self._keys, self._lane, self._register_namespace)
+        return Topic(topic, self._keys, self._lane, self._require_namespace)
