@@ -42,6 +42,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster as ClusterClient
 
+from pulsar_gateway.core.model.entry import BROKER_TIME
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage import ClusterLane
 from pulsar_gateway.core.storage.keys import KeySchema
@@ -77,6 +78,14 @@ def wait_for(predicate: Callable[[], Any], timeout: float = TIMEOUT, interval: f
 def stream_key(topic: str) -> str:
     """The Redis stream of a topic (short or full name), from the one key-schema owner."""
     return KeySchema().topic(parse_topic_name(topic)).stream
+
+
+def broker_time(client: redis.Redis | ClusterClient, topic: str, message_id: Any) -> int:
+    """When Redis stored the entry of ``message_id`` (an official client's id): its broker
+    timestamp, ms. Entry ids say nothing of time since ledgers."""
+    sid = f"{message_id.ledger_id()}-{message_id.entry_id()}"
+    ((_, fields),) = client.xrange(stream_key(topic), sid, sid)
+    return int(fields[BROKER_TIME])
 
 
 def data_keys(client: redis.Redis | ClusterClient) -> list[str]:

@@ -73,7 +73,13 @@ from pulsar_gateway.core.model.entry import (
     decode_ack_set,
 )
 from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
-from pulsar_gateway.core.model.message_id import MessageId, signed64, start_position, stream_id
+from pulsar_gateway.core.model.message_id import (
+    MessageId,
+    signed64,
+    start_position,
+    stream_id,
+    time_position,
+)
 from pulsar_gateway.core.model.schema import SchemaData, decode_version, encode_version
 from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
 from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX, TopicName, parse_topic_name
@@ -177,5 +183,6 @@ __all__ = [
     "signed64",
     "start_position",
     "stream_id",
+    "time_position",
     "to_record",
 ]

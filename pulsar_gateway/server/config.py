@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
+from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.policies.authentication import AUTHENTICATION_PROVIDERS
 from pulsar_gateway.core.topics.cluster import AdvertisedListener, parse_advertised_listeners
 
@@ -142,6 +143,12 @@ def _check_replica_count(value: object) -> int:
 def _check_positive_int(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_non_negative_int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"must be 0 or a positive integer, got {value!r}")
     return value
 
 
@@ -276,6 +283,10 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "stats_interval_seconds": _check_positive_seconds,
     "delayed_delivery_enabled": _check_bool,
     "delayed_delivery_max_delay_ms": _check_non_negative_ms,
+    "managed_ledger_max_entries_per_ledger": _check_positive_int,
+    "managed_ledger_max_size_per_ledger_mbytes": _check_positive_int,
+    "managed_ledger_min_ledger_rollover_time_minutes": _check_non_negative_int,
+    "managed_ledger_max_ledger_rollover_time_minutes": _check_positive_int,
     "websocket_max_sessions": _check_positive_int,
     "authentication_enabled": _check_bool,
     "authorization_enabled": _check_bool,
@@ -346,6 +357,11 @@ class GatewayConfig:
             delayedDelivery policy (Pulsar ``delayedDeliveryEnabled``).
         delayed_delivery_max_delay_ms: Longest delay a producer may ask for on topics
             without a delayedDelivery policy (``delayedDeliveryMaxDelayInMillis``); 0 = none.
+        managed_ledger_max_entries_per_ledger, managed_ledger_max_size_per_ledger_mbytes,
+        managed_ledger_min_ledger_rollover_time_minutes,
+        managed_ledger_max_ledger_rollover_time_minutes: When a topic's ledger is full
+            and the next append opens a new one (Pulsar's settings of these names, with
+            their defaults; :mod:`pulsar_gateway.core.model.ledger`).
         websocket_max_sessions: Most WebSocket sessions one gateway serves at once; a new
             session past it is refused with HTTP 429.
         authentication_enabled: Require a token (JWT) on binary connections and HTTP
@@ -410,6 +426,10 @@ class GatewayConfig:
     stats_interval_seconds: float = 5.0
     delayed_delivery_enabled: bool = True
     delayed_delivery_max_delay_ms: int = 0
+    managed_ledger_max_entries_per_ledger: int = 50_000
+    managed_ledger_max_size_per_ledger_mbytes: int = 2048
+    managed_ledger_min_ledger_rollover_time_minutes: int = 10
+    managed_ledger_max_ledger_rollover_time_minutes: int = 240
     websocket_max_sessions: int = 10_000
     authentication_enabled: bool = False
     authorization_enabled: bool = False
@@ -482,6 +502,16 @@ class GatewayConfig:
         if self.advertised_listeners is None:
             return {}
         return parse_advertised_listeners(self.advertised_listeners)
+
+    @property
+    def ledger_rollover(self) -> LedgerRollover:
+        """When a topic's current ledger is full."""
+        return LedgerRollover(
+            max_entries=self.managed_ledger_max_entries_per_ledger,
+            max_size_mb=self.managed_ledger_max_size_per_ledger_mbytes,
+            min_rollover_minutes=self.managed_ledger_min_ledger_rollover_time_minutes,
+            max_rollover_minutes=self.managed_ledger_max_ledger_rollover_time_minutes,
+        )
 
     @property
     def tls_enabled(self) -> bool:
@@ -670,6 +700,30 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_int,
         "MS",
         "longest delivery delay allowed on topics without a delayedDelivery policy (0 = none)",
+    ),
+    _Option(
+        "managed_ledger_max_entries_per_ledger",
+        _parse_int,
+        "N",
+        "entries after which a topic's ledger is full (Pulsar's default 50000)",
+    ),
+    _Option(
+        "managed_ledger_max_size_per_ledger_mbytes",
+        _parse_int,
+        "MB",
+        "bytes after which a topic's ledger is full (Pulsar's default 2048)",
+    ),
+    _Option(
+        "managed_ledger_min_ledger_rollover_time_minutes",
+        _parse_int,
+        "MINUTES",
+        "a full ledger is rolled over only once this old (Pulsar's default 10)",
+    ),
+    _Option(
+        "managed_ledger_max_ledger_rollover_time_minutes",
+        _parse_int,
+        "MINUTES",
+        "a ledger this old is rolled over at the next append, full or not (default 240)",
     ),
     _Option(
         "websocket_max_sessions",

@@ -145,7 +145,9 @@ def build(
 
     # topics and tenants
     tenants = topics.Tenants(lane, keys, config.cluster_name)
-    topic_handles = topics.Topics(lane, keys, tenants.require_topic_namespace)
+    topic_handles = topics.Topics(
+        lane, keys, tenants.require_topic_namespace, config.ledger_rollover
+    )
     partitioned = topics.PartitionedTopics(lane, keys, tenants.require_topic_namespace)
     schemas = topics.SchemaRegistry(lane, keys)
     cluster = topics.Cluster(

@@ -1,6 +1,6 @@
 """Where a query stands in each topic partition: positions and the offsets JSON (sans-I/O).
 
-A topic partition is one Redis stream whose entry ids are Pulsar entry ids (``ms-seq`` is
+A topic partition is one Redis stream whose entry ids are Pulsar entry ids (``L-E`` is
 ``(ledgerId, entryId)``, ``pulsar_gateway.core.model.message_id``), totally ordered. A
 query's offset is, per topic partition, the :class:`Position` of the last message it has
 consumed; a micro-batch reads the entries after its start position up to and including its
@@ -41,7 +41,6 @@ __all__ = [
     "decode_id_array",
     "position_after",
     "position_before",
-    "position_before_time",
 ]
 
 _MAX_SEQ: Final = 2**64 - 1
@@ -131,12 +130,6 @@ def position_before(message_id: MessageId) -> Position:
     if message_id.ledger_id > 0:
         return Position(message_id.ledger_id - 1, _MAX_SEQ)
     return BEGINNING
-
-
-def position_before_time(ms: int) -> Position:
-    """The position just before the first entry appended at or after ``ms``: stream ids
-    are append times, so no lookup is needed (``startingTime``/``endingTime``)."""
-    return Position(ms - 1, _MAX_SEQ) if ms > 0 else BEGINNING
 
 
 def position_after(message_id: MessageId) -> Position:

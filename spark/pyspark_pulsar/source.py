@@ -46,7 +46,6 @@ from pyspark_pulsar.offsets import (
     Offsets,
     Position,
     position_before,
-    position_before_time,
 )
 from pyspark_pulsar.options import (
     AtTime,
@@ -180,10 +179,20 @@ class _RangeReading:
         per_topic = bound.per_topic
         return per_topic.get(partition, per_topic.get(_base(partition), bound.default))
 
+    def _at_times(self, partitions: Sequence[str], bound: Bound) -> dict[str, Position]:
+        """The positions of the partitions whose bound is a time, found in Redis."""
+        times = {}
+        for partition in partitions:
+            spec = self._spec(bound, partition)
+            if isinstance(spec, AtTime):
+                times[partition] = spec.ms
+        return self.store.positions_at_time(times) if times else {}
+
     def _starts(self, partitions: Sequence[str], bound: Bound) -> dict[str, Position]:
         latest: dict[str, Position] = {}
         if any(self._spec(bound, p) is Edge.LATEST for p in partitions):
             latest = self.store.last_positions(partitions)
+        at_times = self._at_times(partitions, bound)
         out = {}
         for partition in partitions:
             spec = self._spec(bound, partition)
@@ -192,7 +201,7 @@ class _RangeReading:
             elif spec is Edge.LATEST:
                 out[partition] = latest[partition]
             elif isinstance(spec, AtTime):
-                out[partition] = position_before_time(spec.ms)
+                out[partition] = at_times[partition]
             else:
                 assert isinstance(spec, MessageId)
                 # a starting message id is inclusive (the reference connector's rule)
@@ -201,11 +210,12 @@ class _RangeReading:
 
     def _ends(self, partitions: Sequence[str], bound: Bound) -> dict[str, Position]:
         latest = self.store.last_positions(partitions)
+        at_times = self._at_times(partitions, bound)
         out = {}
         for partition in partitions:
             spec, last = self._spec(bound, partition), latest[partition]
             if isinstance(spec, AtTime):
-                end = position_before_time(spec.ms)
+                end = at_times[partition]
             elif isinstance(spec, MessageId):
                 # an ending message id includes its whole entry (the reference connector's)
                 end = Position(spec.ledger_id, spec.entry_id)

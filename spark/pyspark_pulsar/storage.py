@@ -51,6 +51,7 @@ from pulsar_gateway.core import (
 )
 from pulsar_gateway.core.model.entry import BLOB
 from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.storage.scripts import SCRIPTS
 from pyspark_pulsar.offsets import BEGINNING, Position
 from pyspark_pulsar.options import Auth, TopicSelection
 
@@ -261,8 +262,14 @@ def _connect(url: str, timeout: float) -> Client:
     )
 
 
-def _per_master(client: RedisCluster, script: Script, keys: Sequence[str]) -> list[Any]:
-    """``script`` (of one key) run on each of ``keys``, one pipelined round trip per master.
+def _per_master(
+    client: RedisCluster,
+    script: Script,
+    keys: Sequence[str],
+    args: Sequence[Sequence[Any]] | None = None,
+) -> list[Any]:
+    """``script`` (of one key) run on each of ``keys`` (with ``args[i]`` for ``keys[i]``),
+    one pipelined round trip per master.
 
     redis-py's ``ClusterPipeline`` refuses scripts (``EVALSHA`` is "blocked when running
     redis in cluster mode"), so the keys are grouped by their slot's master and the scripts
@@ -284,7 +291,7 @@ def _per_master(client: RedisCluster, script: Script, keys: Sequence[str]) -> li
     for connection, indexes in by_node.values():
         pipe = connection.pipeline(transaction=False)
         for i in indexes:
-            script(keys=[keys[i]], client=pipe)
+            script(keys=[keys[i]], args=args[i] if args else None, client=pipe)
         try:
             results = pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, redis.TimeoutError):
@@ -296,7 +303,7 @@ def _per_master(client: RedisCluster, script: Script, keys: Sequence[str]) -> li
             else:
                 replies[i] = result
     for i in sorted(again):
-        replies[i] = script(keys=[keys[i]], client=client)
+        replies[i] = script(keys=[keys[i]], args=args[i] if args else None, client=client)
     return replies
 
 
@@ -345,16 +352,23 @@ class TopicStore:
         except _UNREACHABLE as exc:
             raise self._unavailable(what, exc) from None
 
-    def _per_key(self, what: str, source: str, keys: Sequence[str]) -> list[Any]:
-        """The one-key Lua script ``source`` run on each of ``keys``, pipelined (on a Redis
-        Cluster, one pipeline per master: :func:`_per_master`)."""
+    def _per_key(
+        self,
+        what: str,
+        source: str,
+        keys: Sequence[str],
+        args: Sequence[Sequence[Any]] | None = None,
+    ) -> list[Any]:
+        """The one-key Lua script ``source`` run on each of ``keys`` (with ``args[i]`` for
+        ``keys[i]``), pipelined (on a Redis Cluster, one pipeline per master:
+        :func:`_per_master`)."""
         client = self.redis
         script = client.register_script(source)
         if isinstance(client, RedisCluster):
-            return list(self._call(what, _per_master, client, script, keys))
+            return list(self._call(what, _per_master, client, script, keys, args))
         pipe = client.pipeline(transaction=False)
-        for key in keys:
-            script(keys=[key], client=pipe)
+        for i, key in enumerate(keys):
+            script(keys=[key], args=args[i] if args else None, client=pipe)
         return list(self._call(what, pipe.execute))
 
     # -- topics ------------------------------------------------------------------------
@@ -460,6 +474,22 @@ class TopicStore:
             count = int(added) if added is not None else -1
             out[name] = Position(position.ms, position.seq, added=count)
         return out
+
+    def positions_at_time(self, times: Mapping[str, int]) -> dict[str, Position]:
+        """For each partition, the position just before its first entry stored at or after
+        its time (ms): the entries' broker timestamps tell, not their ids
+        (``position_at_time.lua``, the gateway's own script)."""
+        names = list(times)
+        replies = self._per_key(
+            "find positions by time",
+            SCRIPTS["position_at_time"].source,
+            [self.keys.topic(name).stream for name in names],
+            [[times[name]] for name in names],
+        )
+        return {
+            name: BEGINNING if _text(reply) == "0" else Position.parse(_text(reply))
+            for name, reply in zip(names, replies, strict=True)
+        }
 
     def advance(
         self,

@@ -19,7 +19,7 @@ import pytest
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin, admin_raw
-from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
+from tests.conftest import TIMEOUT, GatewayThread, broker_time, stream_key, wait_for
 
 RECEIVE_MS = int(TIMEOUT * 1000)
 #: How long "nothing arrives" is watched for.
@@ -370,9 +370,10 @@ def test_reset_cursor_by_time_redelivers(gateway_factory, client_factory, redis_
     wait_for(lambda: redis_clean.xpending(stream_key(topic), "s")["pending"] == 0)
     before = consumer_uids(redis_clean, topic, "s")
 
-    # The stream id's milliseconds are the time the entry was stored; the consumer on the
-    # other gateway is disconnected, comes back and gets m-2 onwards again.
-    url = f"{sub_url(gw_a, topic, 's')}/resetcursor/{ids[2].ledger_id()}"
+    # By the time m-2 was stored (its broker timestamp); the consumer on the other gateway
+    # is disconnected, comes back and gets m-2 onwards again.
+    at = broker_time(redis_clean, topic, ids[2])
+    url = f"{sub_url(gw_a, topic, 's')}/resetcursor/{at}"
     assert admin("POST", url) == (204, None)
     wait_for(lambda: (after := consumer_uids(redis_clean, topic, "s")) and not after & before)
     assert receive_all(consumer, 3) == names(5, start=2)

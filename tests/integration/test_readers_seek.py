@@ -22,7 +22,7 @@ import pytest
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
-from tests.conftest import TIMEOUT, stream_key, wait_for
+from tests.conftest import TIMEOUT, broker_time, stream_key, wait_for
 from tests.frames import command
 from tests.rawclient import RawConnection
 
@@ -55,20 +55,22 @@ def produce(client: Any, topic: str, count: int, prefix: str = "m") -> list[Any]
     return ids
 
 
-def produce_across_a_millisecond(client: Any, topic: str) -> tuple[list[Any], int]:
-    """Send ``m-0``, ``m-1``, ... until an entry lands in a later millisecond than the one
-    before it, then two more. Returns the ids and the index ``k`` of that first entry of a
-    new millisecond: seeking to time ``ids[k].ledger_id()`` must restart exactly at ``m-k``
-    (the ledger id of an entry is the Redis clock in ms when it was stored)."""
+def produce_across_a_millisecond(client: Any, redis: Any, topic: str) -> tuple[list[Any], int, int]:
+    """Send ``m-0``, ``m-1``, ... until an entry is stored in a later millisecond than the
+    one before it, then two more. Returns the ids, the index ``k`` of that first entry of a
+    new millisecond and its broker timestamp: seeking to that time must restart exactly at
+    ``m-k`` (entry ids say nothing of time; the broker timestamp does)."""
     producer = client.create_producer(topic, batching_enabled=False)
     ids = [producer.send(b"m-0"), producer.send(b"m-1")]
-    while ids[-1].ledger_id() == ids[-2].ledger_id() or len(ids) < 4:
+    times = [broker_time(redis, topic, i) for i in ids]
+    while times[-1] == times[-2] or len(ids) < 4:
         ids.append(producer.send(f"m-{len(ids)}".encode()))
+        times.append(broker_time(redis, topic, ids[-1]))
     k = len(ids) - 1
     for _ in range(2):
         ids.append(producer.send(f"m-{len(ids)}".encode()))
     producer.close()
-    return ids, k
+    return ids, k, times[k]
 
 
 def produce_batched(client: Any, topic: str, count: int, per_batch: int) -> list[Any]:
@@ -262,9 +264,9 @@ def test_seek_forward_acks_what_precedes(client: Any, redis_clean: Any, topic: s
 @pytest.mark.parametrize("sub_type", [Shared, Exclusive], ids=["shared", "exclusive"])
 def test_seek_by_publish_time(client: Any, redis_clean: Any, topic: str, sub_type: Any) -> None:
     consumer = client.subscribe(topic, "seek", consumer_type=sub_type)
-    ids, k = produce_across_a_millisecond(client, topic)
+    ids, k, at = produce_across_a_millisecond(client, redis_clean, topic)
     assert receive_n(consumer, len(ids)) == names(len(ids))
-    consumer.seek(ids[k].ledger_id())
+    consumer.seek(at)
     assert receive_n(consumer, len(ids) - k) == names(len(ids), k)
     assert_nothing_more(consumer)
 
@@ -338,13 +340,15 @@ def test_reader_seek_by_message_id(client: Any, topic: str, inclusive: bool) -> 
     assert_nothing_read(reader)
 
 
-def test_reader_seek_by_time_continues_from_there(client: Any, topic: str) -> None:
+def test_reader_seek_by_time_continues_from_there(
+    client: Any, redis_clean: Any, topic: str
+) -> None:
     """A reader re-subscribes after a seek by time without start_message_id (brief G14):
     the gateway keeps the non-durable cursor it just positioned."""
-    ids, k = produce_across_a_millisecond(client, topic)
+    ids, k, at = produce_across_a_millisecond(client, redis_clean, topic)
     reader = client.create_reader(topic, EARLIEST)
     assert read_n(reader, len(ids)) == names(len(ids))
-    reader.seek(ids[k].ledger_id())
+    reader.seek(at)
     assert reader.has_message_available()
     assert read_n(reader, len(ids) - k) == names(len(ids), k)
     assert not reader.has_message_available()
@@ -378,14 +382,16 @@ async def _receive(consumer: Any) -> Any:
     return await asyncio.wait_for(consumer.receive(), TIMEOUT)
 
 
-async def test_async_reader_and_seek(gateway: Any, topic: str) -> None:
+async def test_async_reader_and_seek(gateway: Any, redis_clean: Any, topic: str) -> None:
     client = pulsar_asyncio.Client(gateway.url, operation_timeout_seconds=10)
     try:
         producer = await client.create_producer(topic, batching_enabled=False)
         # As produce_across_a_millisecond: ids[k] is the first entry of a new millisecond.
         ids = [await producer.send(b"m-0"), await producer.send(b"m-1")]
-        while ids[-1].ledger_id() == ids[-2].ledger_id() or len(ids) < 4:
+        times = [broker_time(redis_clean, topic, i) for i in ids]
+        while times[-1] == times[-2] or len(ids) < 4:
             ids.append(await producer.send(f"m-{len(ids)}".encode()))
+            times.append(broker_time(redis_clean, topic, ids[-1]))
         k, total = len(ids) - 1, len(ids)
 
         reader = await client.create_reader(topic, EARLIEST)
@@ -395,7 +401,7 @@ async def test_async_reader_and_seek(gateway: Any, topic: str) -> None:
 
         await reader.seek(ids[1])  # exclusive: continues after m-1
         assert [await _read(reader) for _ in range(total - 2)] == names(total, 2)
-        await reader.seek(ids[k].ledger_id())  # by time
+        await reader.seek(times[k])  # by time
         assert await reader.has_message_available()
         assert [await _read(reader) for _ in range(total - k)] == names(total, k)
         assert not await reader.has_message_available()
@@ -456,12 +462,12 @@ def _raw_subscribe(conn: RawConnection, topic: str) -> None:
 
 @pytest.mark.parametrize("by", ["id", "time"])
 def test_raw_seek_sequence_and_exact_position(
-    gateway: Any, client: Any, topic: str, by: str
+    gateway: Any, client: Any, redis_clean: Any, topic: str, by: str
 ) -> None:
     """SEEK: CLOSE_CONSUMER to the consumer, then SUCCESS (Java's order, brief 3.3); after
     re-subscribing, the first MESSAGE is exactly the seek position (by id: that entry,
     inclusive; by time: the first entry of that millisecond), with nothing before it."""
-    ids, k = produce_across_a_millisecond(client, topic)
+    ids, k, at = produce_across_a_millisecond(client, redis_clean, topic)
     with RawConnection(gateway) as conn:
         conn.handshake()
         _raw_subscribe(conn, topic)
@@ -477,7 +483,7 @@ def test_raw_seek_sequence_and_exact_position(
                 T.SEEK,
                 consumer_id=1,
                 request_id=conn.request_id(),
-                message_publish_time=target.ledger_id(),
+                message_publish_time=at,
             )
         conn.send(seek)
         conn.expect(T.SUCCESS, lambda c: c.success.request_id == seek.seek.request_id)

@@ -223,9 +223,12 @@ def test_adapters_use_only_the_core_public_api() -> None:
 #: What the Spark data source may take from the gateway besides the core's public API:
 #: the key schema and stored-entry format it reads Redis with (DESIGN.md "One module owns the
 #: key schema and one the stored-entry format, and the Spark reader imports both"), the
-#: single-message codec, the binary protocol's codec and the Java client's key routing.
+#: single-message codec, the binary protocol's codec and the Java client's key routing; and
+#: the scripts' sources, so a read by time finds its position with the gateway's own
+#: ``position_at_time.lua`` rather than a second copy of the ledger search.
 SPARK_MAY_IMPORT = (
     "pulsar_gateway.core.storage.keys",
+    "pulsar_gateway.core.storage.scripts",
     "pulsar_gateway.core.model.entry",
     "pulsar_gateway.adapters.messages",
     "pulsar_gateway.adapters.pulsar_binary.codec",

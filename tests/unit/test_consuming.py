@@ -32,6 +32,7 @@ from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import GatewayMeters, Meter
 from pulsar_gateway.core.model.entry import BLOB, DELIVER_AT, NUM_MESSAGES, Delivery
 from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
+from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.storage.keys import KeySchema, SubscriptionKeys
@@ -126,7 +127,8 @@ async def _register_namespace(namespace: str) -> None:
 
 
 def topic_of(lane: FakeLane, name: str = TOPIC) -> Topic:
-    return Topics(lane, KeySchema(), _register_namespace).get(name)  # type: ignore[arg-type]
+    topics = Topics(lane, KeySchema(), _register_namespace, LedgerRollover())  # type: ignore[arg-type]
+    return topics.get(name)
 
 
 @pytest.fixture

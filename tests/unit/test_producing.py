@@ -10,6 +10,7 @@ calls' decoding runs too.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +21,8 @@ from pulsar_gateway.core.errors import ProducerBusy, ProducerFenced, ServiceNotR
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import GatewayMeters
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
-from pulsar_gateway.core.model.entry import BLOB, CHUNK, DELIVER_AT, KEY_HASH, NUM_MESSAGES
 from pulsar_gateway.core.model.key_shared import sticky_key_hash
+from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
     DeliveryDelayNotAllowed,
@@ -40,8 +41,18 @@ Shared, Exclusive = ProducerAccessMode.SHARED, ProducerAccessMode.EXCLUSIVE
 WaitForExclusive = ProducerAccessMode.WAIT_FOR_EXCLUSIVE
 
 
-async def _register_namespace(namespace: str) -> None:
+async def _require_namespace(namespace: str) -> None:
     pass
+
+
+ROLLOVER = LedgerRollover(max_entries=3)
+
+
+def _append_ids() -> Callable[[Any, Any], bytes]:
+    """An ``append_entry`` stand-in numbering entries 1000-0, 1000-1, ... as Redis would in
+    one ledger."""
+    count = itertools.count()
+    return lambda keys, args: b"1000-%d" % next(count)
 
 
 @dataclass
@@ -54,7 +65,8 @@ class Gateway:
 
     @property
     def topic(self) -> Topic:
-        return Topics(self.lane, KeySchema(), _register_namespace).get(TOPIC)  # type: ignore[arg-type]
+        topics = Topics(self.lane, KeySchema(), _require_namespace, ROLLOVER)  # type: ignore[arg-type]
+        return topics.get(TOPIC)
 
     def producer(
         self,
@@ -81,7 +93,9 @@ class Gateway:
 
 @pytest.fixture
 def gateway() -> Gateway:
-    return Gateway()
+    gw = Gateway()
+    gw.lane.on_script("append_entry", _append_ids())
+    return gw
 
 
 # -- Producer.publish --------------------------------------------------------------------------
@@ -90,27 +104,31 @@ def gateway() -> Gateway:
 @pytest.mark.parametrize(
     ("num_messages", "options", "fields"),
     [
-        pytest.param(1, {}, [], id="single-message"),
-        pytest.param(5, {}, [NUM_MESSAGES, 5], id="batch"),
+        pytest.param(1, {}, ["", "", ""], id="single-message"),
+        pytest.param(5, {}, ["", "", ""], id="batch"),
         pytest.param(
-            1, {"sticky_key": b"user-7"}, [KEY_HASH, sticky_key_hash(b"user-7")], id="sticky-key"
+            1, {"sticky_key": b"user-7"}, [sticky_key_hash(b"user-7"), "", ""], id="sticky-key"
         ),
-        pytest.param(1, {"chunk": "0:uuid-1"}, [CHUNK, "0:uuid-1"], id="chunk"),
+        pytest.param(1, {"chunk": "0:uuid-1"}, ["", "0:uuid-1", ""], id="chunk"),
         pytest.param(
-            1, {"publish_time": 1000, "deliver_at": 5000}, [DELIVER_AT, 5000], id="deliver-at"
+            1, {"publish_time": 1000, "deliver_at": 5000}, ["", "", 5000], id="deliver-at"
         ),
     ],
 )
-async def test_publish_appends_the_stored_entry_fields(
+async def test_publish_appends_the_entry_in_the_topic_ledger(
     gateway: Gateway, num_messages: int, options: dict[str, Any], fields: list[Any]
 ) -> None:
     producer = gateway.producer()
+    keys = gateway.topic.keys
 
     stream_id = await producer.publish(b"blob", num_messages, **options)
 
     assert stream_id == b"1000-0"
-    (xadd,) = gateway.lane.named("XADD")
-    assert xadd.args == (gateway.topic.keys.stream, "*", BLOB, b"blob", *fields)
+    (call,) = gateway.lane.named("append_entry")
+    assert call.keys == (keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch)
+    batch = num_messages if num_messages > 1 else ""
+    # no checks: no epoch, producer name, sequence ids
+    assert call.args == (b"blob", batch, "", "", "", "", *fields, ROLLOVER.argument)
 
 
 async def test_publish_notifies_the_topic_once_per_tick_and_counts(gateway: Gateway) -> None:
@@ -173,8 +191,8 @@ async def test_fixed_delay_policy_overrides_the_requested_time(gateway: Gateway)
     await producer.publish(b"not-asked", 1, publish_time=2000)
     assert overridden[name.namespace, str(name)] == 1  # nothing was asked, nothing overridden
 
-    stored = [call.args[-2:] for call in gateway.lane.named("XADD")]
-    assert stored == [(DELIVER_AT, 1500), (DELIVER_AT, 2500)]
+    stored = [call.args[8] for call in gateway.lane.named("append_entry")]
+    assert stored == [1500, 2500]
 
 
 # -- Producer.publish_checked and publish_message ----------------------------------------------
@@ -183,15 +201,26 @@ async def test_fixed_delay_policy_overrides_the_requested_time(gateway: Gateway)
 async def test_publish_checked_sends_the_name_only_with_deduplication(gateway: Gateway) -> None:
     producer = gateway.producer(deduplication=True)
     producer.topic_epoch = 4  # a Shared producer's epoch is not checked
-    gateway.lane.on_script("publish_checked", lambda keys, args: b"1000-7")
+    gateway.lane.on_script("append_entry", lambda keys, args: b"1000-7")
     keys = gateway.topic.keys
 
     stream_id = await producer.publish_checked(b"batch", 3, 10, 12, sticky_key=b"k")
 
     assert stream_id == b"1000-7"
-    (call,) = gateway.lane.named("publish_checked")
-    assert call.keys == (keys.stream, keys.last_sequence_ids, keys.topic_epoch)
-    assert call.args == (b"batch", 3, "", PRODUCER, 10, 12, sticky_key_hash(b"k"), "", "")
+    (call,) = gateway.lane.named("append_entry")
+    assert call.keys == (keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch)
+    assert call.args == (
+        b"batch",
+        3,
+        "",
+        PRODUCER,
+        10,
+        12,
+        sticky_key_hash(b"k"),
+        "",
+        "",
+        ROLLOVER.argument,
+    )
     assert gateway.lane.notified == [keys.notify_channel]
     assert gateway.metrics.in_messages == 3
 
@@ -201,12 +230,12 @@ async def test_publish_checked_sends_the_topic_epoch_only_for_exclusive_producer
 ) -> None:
     producer = gateway.producer(access_mode=Exclusive)
     producer.topic_epoch = 4
-    gateway.lane.on_script("publish_checked", lambda keys, args: b"1000-8")
+    gateway.lane.on_script("append_entry", lambda keys, args: b"1000-8")
 
     await producer.publish_checked(b"chunk", 1, 10, None, chunk="1:uuid-1", publish_time=5)
 
-    (call,) = gateway.lane.named("publish_checked")
-    assert call.args == (b"chunk", "", 4, "", 10, "", "", "1:uuid-1", "")
+    (call,) = gateway.lane.named("append_entry")
+    assert call.args == (b"chunk", "", 4, "", 10, "", "", "1:uuid-1", "", ROLLOVER.argument)
 
 
 @pytest.mark.parametrize(("raw", "result"), [(None, None), (0, 0)], ids=["duplicate", "fenced"])
@@ -214,17 +243,17 @@ async def test_publish_checked_resolves_duplicates_and_fencing(
     gateway: Gateway, raw: Any, result: Any
 ) -> None:
     producer = gateway.producer(access_mode=Exclusive, deduplication=True)
-    gateway.lane.on_script("publish_checked", lambda keys, args: raw)
+    gateway.lane.on_script("append_entry", lambda keys, args: raw)
 
     assert await producer.publish_checked(b"again", 1, 10, 10) == result
 
 
 @pytest.mark.parametrize(
-    ("access_mode", "deduplication", "script", "args"),
+    ("access_mode", "deduplication", "args"),
     [
-        (Shared, False, None, None),
-        (Shared, True, "publish_checked", (b"msg", "", "", PRODUCER, 42, 42, "", "", "")),
-        (Exclusive, False, "publish_checked", (b"msg", "", 3, "", 42, "", "", "", "")),
+        (Shared, False, (b"msg", "", "", "", "", "", "", "", "")),
+        (Shared, True, (b"msg", "", "", PRODUCER, 42, 42, "", "", "")),
+        (Exclusive, False, (b"msg", "", 3, "", 42, "", "", "", "")),
     ],
     ids=["plain", "deduplicated", "exclusive"],
 )
@@ -232,23 +261,17 @@ async def test_publish_message_chooses_the_checked_append_when_needed(
     gateway: Gateway,
     access_mode: ProducerAccessMode,
     deduplication: bool,
-    script: str | None,
-    args: tuple[Any, ...] | None,
+    args: tuple[Any, ...],
 ) -> None:
     producer = gateway.producer(access_mode=access_mode, deduplication=deduplication)
     producer.topic_epoch = 3
-    gateway.lane.on_script("publish_checked", lambda keys, args: b"1000-5")
 
     stream_id = await producer.publish_message(b"msg", 42)
 
-    if script is None:
-        assert stream_id == b"1000-0"
-        assert [c.name for c in gateway.lane.calls if c.kind != "notify"] == ["XADD"]
-    else:
-        assert stream_id == b"1000-5"
-        assert [(c.name, c.args) for c in gateway.lane.calls if c.kind != "notify"] == [
-            (script, args)
-        ]
+    assert stream_id == b"1000-0"
+    assert [(c.name, c.args) for c in gateway.lane.calls if c.kind != "notify"] == [
+        ("append_entry", (*args, ROLLOVER.argument))
+    ]
 
 
 # -- ProducerRegistry --------------------------------------------------------------------------

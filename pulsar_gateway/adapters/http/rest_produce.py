@@ -275,7 +275,7 @@ async def produce(services: Services, request: web.Request) -> web.Response:
         except Exception as exc:  # a bug: raised once every append is awaited
             unexpected = unexpected or exc
             continue
-        if isinstance(outcome, bytes):  # the stream id "ms-seq": MessageIdImpl "L:E:P"
+        if isinstance(outcome, bytes):  # the stream id "L-E": MessageIdImpl "L:E:P"
             results.append(
                 {"messageId": f"{outcome.decode().replace('-', ':')}:{index}", "errorCode": 0}
             )

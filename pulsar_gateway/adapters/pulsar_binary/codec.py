@@ -740,8 +740,8 @@ def encode_batch(messages: Iterable[tuple[pb.SingleMessageMetadata, bytes]]) -> 
 # where "protobuf objects" is BaseCommand(type=MESSAGE) with the fields set on
 # cmd.message, then encode_payload_command. The upb runtime is fast; the win
 # comes from not allocating three messages and from caching the ledger id's
-# varint: Redis stream ids are "ms-seq", so consecutive entries share the
-# ledger id (same ms) or at least its high bits (same 2^14 ms = ~16 s), and a
+# varint: stream ids are "<ledger>-<entry>", so consecutive entries share the
+# ledger id (up to 50,000 entries per ledger), and a
 # fan-out sends the same entry to several consumers in a row. Without a cache
 # hit it is no slower. The caches are one-entry tuples swapped atomically, so
 # concurrent callers can only miss, never mix values. tests/unit/test_codec.py
@@ -953,7 +953,7 @@ def encode_message(
 
     Args:
         consumer_id: the consumer's id on its connection.
-        ledger_id, entry_id: the entry's id (stream id ``ms-seq``).
+        ledger_id, entry_id: the entry's id (stream id ``L-E``).
         partition: partition index, or -1 for a non-partitioned topic.
         redelivery_count: times this entry was delivered before.
         blob: the stored blob (starts with magic 0x0e01).
@@ -1001,7 +1001,7 @@ def encode_messages(
     consumer_id: int, partition: int, entries: Iterable[DeliveredEntry]
 ) -> list[bytes]:
     """:func:`encode_message` of each entry of one consumer, ledger and entry ids taken from
-    its stream id ``b"ms-seq"``, as pieces to write one after the other: their
+    its stream id ``b"L-E"``, as pieces to write one after the other: their
     concatenation is the frames :func:`encode_message` makes (tested). The consume hot
     path, one call per dispatch reply: what a run shares is encoded once (the consumer id,
     the partition, and per ledger id the message's bytes before the entry id: consecutive
@@ -1010,7 +1010,7 @@ def encode_messages(
     its own (the connection joins everything it writes once).
 
     Raises:
-        ValueError: as :func:`encode_message`, or a stream id that is not ``ms-seq``.
+        ValueError: as :func:`encode_message`, or a stream id that is not ``L-E``.
     """
     consumer = b"\x08" + _uvarint(consumer_id) + b"\x12"
     tail = b"" if partition == -1 else b"\x18" + _ivarint(partition, 32)

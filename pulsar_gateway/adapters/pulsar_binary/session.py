@@ -37,7 +37,6 @@ from pulsar_gateway.core import (
     InitialPosition,
     KeySharedMode,
     KeySharedPolicy,
-    MessageId,
     NotAllowed,
     ProducerAccessMode,
     ProducerHandle,
@@ -50,6 +49,7 @@ from pulsar_gateway.core import (
     parse_topic_name,
     start_position,
     stream_id,
+    time_position,
     to_record,
 )
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
@@ -747,11 +747,9 @@ class Session:
         if cmd.message_id is not None:
             position = start_position(InitialPosition.LATEST, cmd.message_id)
         else:
-            # By publish time: the first entry stored at or after it (stream ids are the
-            # Redis clock at append, which follows the producer's publish_time).
-            position = start_position(
-                InitialPosition.LATEST, MessageId(max(cmd.publish_time or 0, 0), 0)
-            )
+            # By publish time: the first entry stored at or after it (its broker timestamp,
+            # the Redis clock at append, which follows the producer's publish_time).
+            position = time_position(cmd.publish_time or 0)
 
         async def run() -> None:
             try:

@@ -14,21 +14,26 @@ Pulsar field                           here
 ``numberOfEntries``                    stream length
 ``totalSize``                          ``MEMORY USAGE`` of the stream (sampled: the bytes
                                        Redis spends, overhead included)
-``currentLedgerEntries`` / ``Size``    the same: the stream is one pseudo-ledger
-``lastLedgerCreatedTimestamp``         the first entry's time (ISO-8601), else null
+``currentLedgerEntries`` / ``Size``    entries and blob bytes appended to the current
+                                       ledger (the ledger hash)
+``lastLedgerCreatedTimestamp``         the current ledger's id, which is the time Redis
+                                       opened it (ISO-8601), else null
 ``waitingCursorsCount``                cursors with live consumers and nothing to read
 ``pendingAddEntriesCount``             0 (appends are single Redis commands)
-``lastConfirmedEntry``                 last generated stream id ``ms:seq`` (``-1:-1``
+``lastConfirmedEntry``                 last generated stream id ``ledger:entry`` (``-1:-1``
                                        when nothing was ever appended)
 ``state``                              ``LedgerOpened``
-``ledgers``                            one pseudo-ledger for the whole stream: ledgerId
-                                       = the first entry's ms (-1 when empty), entries,
-                                       size as above
+``ledgers``                            each ledger still in the stream, oldest first
+                                       (first 1,000): ledgerId, entries (its last entry
+                                       id + 1, as written; a trimmed ledger keeps its
+                                       count), size (the current ledger's blob bytes; for
+                                       earlier ones the stream's memory shared out by
+                                       stored entries, an estimate)
 ``compactedLedger``                    the compacted view (ledgerId -1), or Pulsar's
                                        "none" (-1 entries and size)
 ``cursors.*.markDeletePosition``       the last entry before the first unacked one
 ``cursors.*.readPosition``             the first entry after the group's cursor (past
-                                       the end: ``ms:seq+1`` of the last id, as Pulsar's
+                                       the end: ``ledger:entry+1`` of the last id, as Pulsar's
                                        LastConfirmedEntry.getNext())
 ``cursors.*.messagesConsumedCounter``  ``XINFO GROUPS`` entries-read (Redis >= 7; 0 if
                                        unknown)
@@ -51,7 +56,12 @@ from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import stats, text
-from pulsar_gateway.core.storage.scripts.stats import CursorFacts, StreamFacts
+from pulsar_gateway.core.storage.scripts.stats import (
+    CurrentLedger,
+    CursorFacts,
+    LedgerFacts,
+    StreamFacts,
+)
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
 from pulsar_gateway.core.topics.topic import Topics
 
@@ -59,7 +69,7 @@ __all__ = ["InternalStats"]
 
 
 def _position(sid: Any) -> str:
-    """``ms-seq`` -> Pulsar's ``ledgerId:entryId``."""
+    """``L-E`` -> Pulsar's ``ledgerId:entryId``."""
     ms, seq = _split(sid)
     return f"{ms}:{seq}"
 
@@ -88,6 +98,23 @@ def _ledger(ledger_id: int, entries: int, size: int) -> dict[str, Any]:
         "offloaded": False,
         "underReplicated": False,
     }
+
+
+def _ledgers(
+    ledgers: tuple[LedgerFacts, ...], current: CurrentLedger, size: int
+) -> list[dict[str, Any]]:
+    """LedgerInfo of each ledger still in the stream (see the table above for sizes)."""
+    stored = sum(ledger.last_entry - ledger.first_entry + 1 for ledger in ledgers) or 1
+    return [
+        _ledger(
+            ledger.ledger_id,
+            ledger.last_entry + 1,
+            current.size
+            if ledger.ledger_id == current.ledger_id
+            else size * (ledger.last_entry - ledger.first_entry + 1) // stored,
+        )
+        for ledger in ledgers
+    ]
 
 
 def _cursor(row: CursorFacts, stream: StreamFacts) -> dict[str, Any]:
@@ -159,25 +186,27 @@ class InternalStats:
             if not await self._partitioned.exists(topic):
                 raise TopicNotFound(f"Topic {topic} not found")
             stream, compacted, cursors = _EMPTY_STREAM, None, tuple[CursorFacts, ...]()
+            current, ledgers = CurrentLedger(None, 0, 0), tuple[LedgerFacts, ...]()
         else:
             stream, compacted, cursors = reply.stream, reply.compacted, reply.cursors
+            current, ledgers = reply.current_ledger, reply.ledgers
         length, size = stream.length, stream.size
         ever = text(stream.last_generated) != "0-0"
-        first_ms = _split(stream.first_id)[0] if stream.first_id else -1
         rows = {row.name: _cursor(row, stream) for row in cursors}
+        opened = current.ledger_id
         return {
             "entriesAddedCounter": stream.added if stream.added >= 0 else length,
             "numberOfEntries": length,
             "totalSize": size,
-            "currentLedgerEntries": length,
-            "currentLedgerSize": size,
-            "lastLedgerCreatedTimestamp": format_time(first_ms) if stream.first_id else None,
+            "currentLedgerEntries": current.entries,
+            "currentLedgerSize": current.size,
+            "lastLedgerCreatedTimestamp": format_time(opened) if opened is not None else None,
             "lastLedgerCreationFailureTimestamp": None,
             "waitingCursorsCount": sum(1 for c in rows.values() if c["waitingReadOp"]),
             "pendingAddEntriesCount": 0,
             "lastConfirmedEntry": _position(stream.last_generated) if ever else "-1:-1",
             "state": "LedgerOpened",
-            "ledgers": [_ledger(first_ms, length, size)] if length else [],
+            "ledgers": _ledgers(ledgers, current, size),
             "cursors": rows,
             "schemaLedgers": [],
             "compactedLedger": (

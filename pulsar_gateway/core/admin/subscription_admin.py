@@ -13,10 +13,11 @@ base name applies an operation to each partition in turn where Pulsar does (crea
 skip_all, expire by age, reset by time), and is refused where Pulsar refuses it (skip, expire and
 reset at a position, peek: HTTP 405).
 
-Positions: a stream id ``ms-seq`` is the Pulsar entry ``ms:seq``. Time-based operations
-(expire by age, reset by time) read an entry's time from its stream id, the Redis clock at
-append: Pulsar's broker entry timestamp, within milliseconds of the producer's
-publish_time, and the same clock the binary protocol's SEEK by time and the message TTL use.
+Positions: a stream id ``L-E`` is the Pulsar entry ``L:E`` (:mod:`..model.ledger`).
+Time-based operations (expire by age, reset by time) read an entry's broker timestamp, the
+Redis clock at append (Pulsar's broker entry timestamp, within milliseconds of the
+producer's publish_time), in the scripts: the same clock the binary protocol's SEEK by time
+and the message TTL use.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pulsar_gateway.core.errors import (
     TopicNotFound,
 )
 from pulsar_gateway.core.model.entry import StoredEntry
-from pulsar_gateway.core.model.message_id import MessageId, start_position
+from pulsar_gateway.core.model.message_id import MessageId, start_position, time_position
 from pulsar_gateway.core.model.subscription_type import InitialPosition
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.storage.lane import Lane
@@ -354,9 +355,9 @@ class SubscriptionAdmin:
         """
         if not topic.persistent:
             raise NotAllowed("Reset cursor on a non-persistent topic is not allowed")
-        # The group's id is the last entry before the time (Pulsar PersistentMessageFinder:
-        # the newest entry published before it, then the one after).
-        start = start_position(InitialPosition.LATEST, MessageId(max(timestamp, 0), 0))
+        # Delivery restarts at the first entry stored at or after the time (Pulsar
+        # PersistentMessageFinder: the newest entry published before it, then the next).
+        start = time_position(timestamp)
         handles = await self.partitions(topic)
         results = await asyncio.gather(*(self._reset_to(h, subscription, start) for h in handles))
         return await self._after_reset(topic, subscription, results)

@@ -14,6 +14,11 @@ field      contents
 =========  ==============================================================================
 ``m``      the stored blob: magic, CRC32C, ``MessageMetadata`` and payload, exactly as the
            producer sent them (still compressed, still batched)
+``t``      the broker timestamp: when Redis stored the entry (ms since the epoch, Redis's
+           clock, never before its ledger's id; Pulsar's ``BrokerEntryMetadata``
+           ``broker_timestamp``). Time-based operations (seek by time, TTL, retention)
+           read it, since the stream id no longer says when an entry was stored. Entries
+           written before ledgers existed have none: their id's first part is their time
 ``n``      messages in a client batch of more than one (``num_messages_in_batch``); absent
            when the entry is one message. Permits count messages, so dispatch needs it
 ``h``      the Key_Shared sticky-key hash, 0..65535 (:func:`.key_shared.sticky_key_hash`);
@@ -26,8 +31,8 @@ field      contents
            out, one ``"0"``/``"1"`` per message (``"1"`` = still delivered)
 =========  ==============================================================================
 
-The stream id ``ms-seq`` is the entry's message id ``(ledgerId=ms, entryId=seq)``
-(:mod:`.message_id`).
+The stream id ``L-E`` is the entry's message id ``(ledgerId=L, entryId=E)``: entry ``E`` of
+ledger ``L`` (:mod:`.message_id`).
 
 Ack sets. Pulsar carries a partly acknowledged batch as ``ack_set`` words: a Java
 ``BitSet``'s ``long[]``, bit ``i % 64`` of word ``i // 64`` set while message ``i`` is not
@@ -48,6 +53,7 @@ from pulsar_gateway.core.model.message_id import MessageId
 __all__ = [
     "ACK_SET",
     "BLOB",
+    "BROKER_TIME",
     "CHUNK",
     "DELIVER_AT",
     "FIELDS",
@@ -64,6 +70,8 @@ __all__ = [
 
 #: Field of the stored blob.
 BLOB: Final = b"m"
+#: Field of the broker timestamp (ms): when Redis stored the entry.
+BROKER_TIME: Final = b"t"
 #: Field of the number of messages of a client batch (absent when 1).
 NUM_MESSAGES: Final = b"n"
 #: Field of the Key_Shared sticky-key hash (absent for an entry without a key).
@@ -78,6 +86,7 @@ ACK_SET: Final = b"a"
 #: Every field by the name the Lua prelude gives it.
 FIELDS: Final[Mapping[str, bytes]] = {
     "BLOB": BLOB,
+    "BROKER_TIME": BROKER_TIME,
     "NUM_MESSAGES": NUM_MESSAGES,
     "KEY_HASH": KEY_HASH,
     "CHUNK": CHUNK,
@@ -98,7 +107,8 @@ def entry_fields(
     chunk: str | None = None,
     deliver_at: int | None = None,
 ) -> list[bytes | int | str]:
-    """The field/value list of a new entry, as ``XADD`` takes it after the id."""
+    """The field/value list of a new entry, as ``XADD`` takes it after the id (the broker
+    timestamp is the append script's to add)."""
     fields: list[bytes | int | str] = [BLOB, blob]
     if num_messages > 1:
         fields += [NUM_MESSAGES, num_messages]
@@ -127,6 +137,7 @@ class StoredEntry:
     chunk: bytes | None = None
     deliver_at: int | None = None
     ack_set: bytes | None = None
+    broker_time: int | None = None
 
     @classmethod
     def parse(
@@ -139,7 +150,7 @@ class StoredEntry:
         """
         blob = b""
         count: bytes | None = None
-        key_hash = deliver_at = None
+        key_hash = deliver_at = broker_time = None
         chunk = ack_set = None
         try:
             for i in range(0, len(fields) - 1, 2):
@@ -156,6 +167,8 @@ class StoredEntry:
                     deliver_at = int(value)
                 elif name == ACK_SET:
                     ack_set = value
+                elif name == BROKER_TIME:
+                    broker_time = int(value)
             num = int(count) if count is not None else 1
         except ValueError as exc:
             raise EntryFormatError(f"entry {stream_id!r}: {exc}") from None
@@ -168,6 +181,7 @@ class StoredEntry:
             chunk,
             deliver_at,
             ack_set,
+            broker_time,
         )
 
 

@@ -1,9 +1,12 @@
 """Message ids and their mapping onto Redis stream ids.
 
-Strategy (DESIGN.md, "Message ids map to stream ids"): the stream entry ``ms-seq`` is the
-Pulsar entry ``(ledgerId=ms, entryId=seq)``. A client batch is one entry, so the messages
-inside it are ``(ms, seq, partition, batch_index)``. Ordering of ids is the ordering of the
-stream, which is what Pulsar's ``(ledgerId, entryId, batchIndex)`` comparison expects.
+Strategy (DESIGN.md, "Message ids map to stream ids"): the stream entry ``L-E`` is the
+Pulsar entry ``(ledgerId=L, entryId=E)``: entry ``E`` (0, 1, 2, ...) of ledger ``L``
+(:mod:`.ledger`). A client batch is one entry, so the messages inside it are
+``(L, E, partition, batch_index)``. Ordering of ids is the ordering of the stream, which is
+what Pulsar's ``(ledgerId, entryId, batchIndex)`` comparison expects. An id says nothing of
+time: positions by time are resolved in Redis from the entries' broker timestamps
+(:func:`time_position`).
 
 Pulsar sends ``-1`` in unsigned 64-bit fields as ``2**64 - 1`` (``MessageId.earliest`` is
 ``(-1, -1)``); :func:`signed64` undoes that before any arithmetic (protocol brief, 5.3).
@@ -20,6 +23,7 @@ __all__ = [
     "signed64",
     "start_position",
     "stream_id",
+    "time_position",
 ]
 
 _U64 = 1 << 64
@@ -100,3 +104,10 @@ def start_position(initial: InitialPosition, start: MessageId | None) -> bytes:
     if start.ledger_id > 0:
         return b"%d-%d" % (start.ledger_id - 1, _MAX_SEQ)
     return b"0"
+
+
+def time_position(timestamp: int) -> bytes:
+    """The group position "just before the first entry stored at or after ``timestamp``"
+    (ms), which the seek and reset scripts resolve against the entries' broker timestamps
+    (Pulsar seeks by time to the first message published at or after it)."""
+    return b"@%d" % max(timestamp, 0)

@@ -6,10 +6,11 @@ the producer's blob (checksum, ``MessageMetadata``, payload, still compressed an
 (``CommandSend.num_messages``), which dispatch needs to count permits in messages. The stream id the
 append returns is the message id (see :mod:`pulsar_gateway.core.model.message_id`).
 
-With deduplication on (:mod:`pulsar_gateway.core.policies.deduplication`) the append and the record
-of the producer's highest sequence id are one script, which also checks, for an exclusive producer,
-that no ExclusiveWithFencing producer took the topic meanwhile; a Shared producer without
-deduplication appends with a plain ``XADD``, the hot path.
+Every append is one ``append_entry.lua`` call, which puts the entry in the topic's current ledger
+(consecutive entry ids, :mod:`pulsar_gateway.core.model.ledger`) with its broker timestamp. With
+deduplication on (:mod:`pulsar_gateway.core.policies.deduplication`) the same script records the
+producer's highest sequence id, and for an exclusive producer checks that no ExclusiveWithFencing
+producer took the topic meanwhile.
 
 A producer's registration with the fleet (name, access mode, lease) is kept by
 :mod:`pulsar_gateway.core.producing.producer_registry`; this object is one gateway's handle on it.
@@ -30,14 +31,13 @@ from typing import Protocol
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
-from pulsar_gateway.core.model.entry import entry_fields
 from pulsar_gateway.core.model.key_shared import sticky_key_hash
 from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
     DeliveryDelayNotAllowed,
 )
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import publish
+from pulsar_gateway.core.storage.scripts.append import append_entry
 from pulsar_gateway.core.topics.topic import Topic
 
 __all__ = ["Producer", "ProducerHandle", "count_in", "generate_producer_name"]
@@ -169,7 +169,8 @@ class Producer:
         self.user_provided_name = user_provided_name
         self._lane = lane
         self._metrics = metrics
-        self._stream = topic.keys.stream
+        self._keys = topic.keys
+        self._rollover = topic.ledger_rollover
         self.topic_epoch: int | None = None
         self.deduplication = False
         self.last_sequence_id = -1
@@ -225,7 +226,7 @@ class Producer:
         publish_time: int = 0,
         deliver_at: int | None = None,
     ) -> asyncio.Future[bytes]:
-        """Append one entry; the future resolves with its stream id (``b"ms-seq"``).
+        """Append one entry; the future resolves with its stream id (``b"<ledger>-<entry>"``).
 
         Args:
             blob: the stored form of the entry (see :mod:`pulsar_gateway.core.producing.producer`).
@@ -241,16 +242,18 @@ class Producer:
             DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
         """
         at = self._deliver_at(publish_time, deliver_at)
-        fields = entry_fields(
-            blob,
-            num_messages,
+        fut = append_entry(
+            self._lane,
+            self._keys,
+            blob=blob,
+            num_messages=num_messages,
+            rollover=self._rollover,
             key_hash=None if sticky_key is None else sticky_key_hash(sticky_key),
             chunk=chunk,
             deliver_at=at,
         )
-        fut = self._lane.call("XADD", self._stream, "*", *fields)
         self._appended(blob, num_messages)
-        return fut
+        return fut  # type: ignore[return-value]  # no checks asked: always a stream id
 
     @property
     def checked(self) -> bool:
@@ -287,11 +290,12 @@ class Producer:
         """
         at = self._deliver_at(publish_time, deliver_at)
         exclusive = self.access_mode is not ProducerAccessMode.SHARED
-        fut = publish.publish_checked(
+        fut = append_entry(
             self._lane,
-            self.topic.keys,
+            self._keys,
             blob=blob,
             num_messages=num_messages,
+            rollover=self._rollover,
             sequence_id=sequence_id,
             producer_name=self.name if self.deduplication else None,
             record=record,

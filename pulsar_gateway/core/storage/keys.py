@@ -100,7 +100,7 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "one entry per Pulsar entry (fields: ``model/entry.py``); one consumer group per "
         "subscription: its pending entries are the unacked set, its last-delivered id the "
         "cursor",
-        "``XADD`` by producers (``publish_checked.lua`` with deduplication); groups by "
+        "``append_entry.lua`` (every append: ids ``<ledger>-<entry>``); groups by "
         "``subscribe.lua``, ``unsubscribe.lua``, ``seek.lua``; ``XACK`` by consumers; moves "
         "by the dispatch, redeliver, release and reap scripts; a lone consumer's new entries "
         "by a native ``XREADGROUP`` and ``settle_read.lua``",
@@ -202,15 +202,25 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "P:{T}:topic-epoch",
         "string",
         "Pulsar's topic epoch, bumped when an exclusive producer takes the topic",
-        "``add_producer.lua``; read by ``publish_checked.lua`` (fencing)",
+        "``add_producer.lua``; read by ``append_entry.lua`` (fencing)",
         "TopicKeys.topic_epoch",
     ),
     KeySpec(
         "P:{T}:last-sequence-ids",
         "hash",
         "producer name -> highest stored sequence id (deduplication)",
-        "``publish_checked.lua``; read by ``add_producer.lua``",
+        "``append_entry.lua``; read by ``add_producer.lua``",
         "TopicKeys.last_sequence_ids",
+    ),
+    KeySpec(
+        "P:{T}:ledger",
+        "hash",
+        "the current ledger (``model/ledger.py``): ``id`` (its ledger id, the ms Redis "
+        "opened it), ``e`` entries and ``b`` blob bytes in it, ``t`` the last broker "
+        "timestamp stored",
+        "``append_entry.lua`` (every append; a new ``id`` when the ledger is full); read by "
+        "``internal_stats.lua``",
+        "TopicKeys.ledger",
     ),
     KeySpec(
         "P:{B}:schemas",
@@ -457,6 +467,10 @@ class TopicKeys:
     @property
     def last_sequence_ids(self) -> str:
         return f"{self._base}:last-sequence-ids"
+
+    @property
+    def ledger(self) -> str:
+        return f"{self._base}:ledger"
 
     @property
     def schemas(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
@@ -30,7 +31,12 @@ class Topic:
     """Handle on one topic partition's keys, shared by its producers and subscriptions."""
 
     def __init__(
-        self, name: TopicName, keys: KeySchema, lane: Lane, require_namespace: RequireNamespace
+        self,
+        name: TopicName,
+        keys: KeySchema,
+        lane: Lane,
+        require_namespace: RequireNamespace,
+        ledger_rollover: str,
     ) -> None:
         self.name = name
         self.full_name = str(name)
@@ -39,6 +45,9 @@ class Topic:
         self._lane = lane
         self._namespace_topics = keys.namespace_topics(name.namespace)
         self._require_namespace = require_namespace
+        #: when its ledger is full, as the append script takes it
+        #: (:attr:`pulsar_gateway.core.model.ledger.LedgerRollover.argument`)
+        self.ledger_rollover = ledger_rollover
 
     async def register(self) -> None:
         """Record the topic in its namespace (idempotent).
@@ -66,10 +75,17 @@ class Topic:
 class Topics:
     """Opens :class:`Topic` handles (cheap: nothing is cached or read)."""
 
-    def __init__(self, lane: Lane, keys: KeySchema, require_namespace: RequireNamespace) -> None:
+    def __init__(
+        self,
+        lane: Lane,
+        keys: KeySchema,
+        require_namespace: RequireNamespace,
+        ledger_rollover: LedgerRollover,
+    ) -> None:
         self._lane = lane
         self._keys = keys
         self._require_namespace = require_namespace
+        self._rollover = ledger_rollover.argument
 
     def get(self, name: TopicName | str) -> Topic:
         """The handle of topic ``name``.
@@ -78,4 +94,4 @@ class Topics:
             InvalidTopicName: ``name`` is not a valid topic name.
         """
         topic = name if isinstance(name, TopicName) else parse_topic_name(name)
-        return Topic(topic, self._keys, self._lane, self._require_namespace)
+        return Topic(topic, self._keys, self._lane, self._require_namespace, self._rollover)

@@ -114,7 +114,14 @@ def prelude() -> str:
 #: Scripts that write nothing (checked against their text by the unit tests): with replica
 #: acknowledgements on, their replies are handed out whatever the ``WAIT`` answers.
 READ_ONLY: Final = frozenset(
-    {"backlog_size", "internal_stats", "last_message_id", "subscription_peek", "topic_stats"}
+    {
+        "backlog_size",
+        "internal_stats",
+        "last_message_id",
+        "position_at_time",
+        "subscription_peek",
+        "topic_stats",
+    }
 )
 
 

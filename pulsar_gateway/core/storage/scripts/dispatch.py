@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from pulsar_gateway.core.model.entry import (
     BLOB,
+    BROKER_TIME,
     DELIVER_AT,
     NUM_MESSAGES,
     Delivery,
@@ -258,7 +259,10 @@ def dispatch_native(
             if left <= 0:
                 handed_back.append(stream_id)
                 continue
-            if len(fields) == 2 and fields[0] == BLOB:  # one message, no key, not delayed
+            size = len(fields)
+            if fields[0] == BLOB and ((size == 4 and fields[2] == BROKER_TIME) or size == 2):
+                # one message, no key, not delayed: the blob and the broker timestamp (the
+                # blob alone when stored before ledgers)
                 deliveries.append(Delivery(stream_id, fields[1], 1, 0))
                 left -= 1
                 continue

@@ -56,6 +56,26 @@ class StreamFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class LedgerFacts:
+    """A ledger still in the stream: its id and the entry ids of its first and last stored
+    entries."""
+
+    ledger_id: int
+    first_entry: int
+    last_entry: int
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentLedger:
+    """The ledger appends go to: its id (None before the first append), entries and blob
+    bytes written to it."""
+
+    ledger_id: int | None
+    entries: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class CompactedFacts:
     """The compacted view: entries and memory usage."""
 
@@ -95,12 +115,14 @@ class InternalStatsReply:
     stream: StreamFacts
     compacted: CompactedFacts | None
     cursors: tuple[CursorFacts, ...]
+    current_ledger: CurrentLedger
+    ledgers: tuple[LedgerFacts, ...]
 
 
 def _internal_reply(reply: list[Any]) -> InternalStatsReply | None:
     if not reply:
         return None
-    stream, compacted, cursors = reply
+    stream, compacted, cursors, ledger_rows = reply
     length, last_generated, added, first_id, last_id, size = stream
     rows = []
     for row in cursors:
@@ -123,6 +145,15 @@ def _internal_reply(reply: list[Any]) -> InternalStatsReply | None:
         StreamFacts(int(length), last_generated, int(added), first_id, last_id, int(size)),
         CompactedFacts(int(compacted[0]), int(compacted[1])) if compacted else None,
         tuple(rows),
+        CurrentLedger(
+            int(ledger_rows[0]) if ledger_rows[0] else None,
+            int(ledger_rows[1]),
+            int(ledger_rows[2]),
+        ),
+        tuple(
+            LedgerFacts(int(ledger_rows[i]), int(ledger_rows[i + 1]), int(ledger_rows[i + 2]))
+            for i in range(3, len(ledger_rows), 3)
+        ),
     )
 
 
@@ -131,5 +162,10 @@ def internal_stats(
 ) -> asyncio.Future[InternalStatsReply | None]:
     """The storage and cursor facts of the topic partition (None when it has no stream);
     ``subscriptions`` without a consumer group (non-persistent ones) are skipped."""
-    script_keys = [keys.stream, keys.compacted, *(keys.consumers(n) for n in subscriptions)]
+    script_keys = [
+        keys.stream,
+        keys.compacted,
+        keys.ledger,
+        *(keys.consumers(n) for n in subscriptions),
+    ]
     return lane.eval(SCRIPTS["internal_stats"], script_keys, list(subscriptions), _internal_reply)

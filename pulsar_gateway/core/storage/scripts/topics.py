@@ -136,6 +136,7 @@ def delete_topic(
         keys.producer_waiters,
         keys.topic_epoch,
         keys.last_sequence_ids,
+        keys.ledger,
         keys.schemas,
         keys.maintenance_lock,
         keys.compacted,

@@ -4,7 +4,7 @@ any consumer holds a live lease, as Pulsar refuses while clients are connected
 (PersistentTopic.delete -> TopicBusyException -> 412).
 
 KEYS[1] topic stream   KEYS[2] subscriptions hash (name -> type)
-KEYS[3..] the producer registry, epoch, deduplication and schema keys, then the keys of the
+KEYS[3..] the producer registry, epoch, deduplication, ledger and schema keys, then the keys of the
   subscriptions named in ARGV[3..] (SubscriptionKeys.all in keys.py, SUB_KEYS
   each); every zset among them but the scheduled-message indexes (the last key of each
   subscription's) is a lease set (member -> expiry ms) that makes the topic busy while a

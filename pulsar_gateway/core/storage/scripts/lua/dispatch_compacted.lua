@@ -41,7 +41,7 @@ if not horizon then return {100} end
 local refused = lease_and_active(k, uid, ARGV[5], ARGV[6], ARGV[7])
 if refused then return refused end
 
--- the stream id just before `id` ("ms-seq" -> "ms-(seq-1)" or "(ms-1)-MAX")
+-- the stream id just before `id` ("L-E" -> "L-(E-1)" or "(L-1)-MAX")
 local function before(id)
   local ms, seq = split_id(id)
   if seq > 0 then return string.format('%d-%d', ms, seq - 1) end

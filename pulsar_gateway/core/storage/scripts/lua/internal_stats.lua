@@ -2,12 +2,12 @@
 admin API's internalStats (Pulsar PersistentTopicInternalStats / ManagedLedgerInternalStats).
 The Python side (pulsar_gateway/core/admin/internal_stats.py) names and formats the figures.
 
-KEYS[1] topic stream   KEYS[2] compacted view stream
-KEYS[2 + i] consumers zset (uid -> lease expiry) of subscription ARGV[i]
+KEYS[1] topic stream   KEYS[2] compacted view stream   KEYS[3] ledger hash
+KEYS[3 + i] consumers zset (uid -> lease expiry) of subscription ARGV[i]
 ARGV[i] subscription names (those without a consumer group, non-persistent ones, are
 skipped)
 
-Returns {} when the stream does not exist, else {stream, compacted, cursors}:
+Returns {} when the stream does not exist, else {stream, compacted, cursors, ledgers}:
   stream    {length, last-generated-id, entries-added (-1 before Redis 7), first id or '',
              last id or '', memory usage (bytes)}
   compacted {length, memory usage} or {} when the topic was never compacted
@@ -16,8 +16,12 @@ Returns {} when the stream does not exist, else {stream, compacted, cursors}:
              position id ('' = past the last entry), live consumers, entries since the
              first unacked one (scan capped at SCAN_LIMIT), acknowledged ranges after the
              mark-delete position as a flat list {after id, last id, ...}}
+  ledgers   {current ledger id or '', its entries, its blob bytes, then per ledger still
+             in the stream (oldest first, at most MAX_LEDGERS) its id and the entry ids
+             of its first and last stored entries}
 ]]
 local SCAN_LIMIT = 10000
+local MAX_LEDGERS = 1000
 local stream, compacted = KEYS[1], KEYS[2]
 if redis.call('EXISTS', stream) == 0 then return {} end
 
@@ -87,8 +91,22 @@ for i, name in ipairs(ARGV) do
     cursors[#cursors + 1] = {
       name, pending, cursor, tonumber(field(g, 'entries-read') or -1),
       md and md[1] or '', first_unacked, read and read[1] or '',
-      redis.call('ZCOUNT', KEYS[2 + i], now, '+inf'), since, ranges,
+      redis.call('ZCOUNT', KEYS[3 + i], now, '+inf'), since, ranges,
     }
   end
 end
-return {stream_out, compacted_out, cursors}
+-- the ledgers still in the stream: two reads per ledger, from the first entry on
+local current = redis.call('HMGET', KEYS[3], 'id', 'e', 'b')
+local ledgers = {current[1] or '', tonumber(current[2] or 0), tonumber(current[3] or 0)}
+local entry = first
+while entry and #ledgers < 3 + 3 * MAX_LEDGERS do
+  local ledger, first_seq = split_id(entry[1])
+  local top = string.format('%d-18446744073709551615', ledger)
+  local last_in = redis.call('XREVRANGE', stream, top, entry[1], 'COUNT', 1)[1]
+  local _, last_seq = split_id(last_in[1])
+  ledgers[#ledgers + 1] = string.format('%d', ledger)
+  ledgers[#ledgers + 1] = string.format('%d', first_seq)
+  ledgers[#ledgers + 1] = string.format('%d', last_seq)
+  entry = redis.call('XRANGE', stream, '(' .. top, '+', 'COUNT', 1)[1]
+end
+return {stream_out, compacted_out, cursors, ledgers}

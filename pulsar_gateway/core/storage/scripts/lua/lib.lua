@@ -78,7 +78,7 @@ local function park_all(stream, group, owner, parked)
   return move_all(stream, group, owner, parked)
 end
 
--- "ms-seq" -> ms, seq (both fit a double exactly for any real stream id)
+-- "L-E" -> L, E (both fit a double exactly for any real stream id)
 local function split_id(id)
   local dash = string.find(id, '-', 1, true)
   return tonumber(string.sub(id, 1, dash - 1)), tonumber(string.sub(id, dash + 1))
@@ -88,6 +88,64 @@ local function id_less(a, b)
   local ams, aseq = split_id(a)
   local bms, bseq = split_id(b)
   return ams < bms or (ams == bms and aseq < bseq)
+end
+
+-- The broker timestamp of a stored entry {id, fields}: its F_BROKER_TIME field, or for an
+-- entry stored before ledgers (whose ledger id was the time it was stored) its id's first
+-- part.
+local function entry_time(entry)
+  local fields = entry[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == F_BROKER_TIME then return tonumber(fields[i + 1]) end
+  end
+  return (split_id(entry[1]))
+end
+
+-- The id of the first entry stored at or after `ts` (ms), nil when every entry is older.
+-- Broker timestamps never decrease along the stream, and every entry of a ledger was
+-- stored at or after the ledger's id and before the next ledger's (append_entry.lua), so
+-- only the last ledger opened at or before `ts` is searched: a binary search over its
+-- entry ids, each probe the first entry at or after an id (gaps left by trims are
+-- skipped), about log2(entries per ledger) reads.
+local function first_stored_at(stream, ts)
+  local function first_from(start)
+    return redis.call('XRANGE', stream, start, '+', 'COUNT', 1)[1]
+  end
+  local last = redis.call(
+    'XREVRANGE', stream, string.format('%d-18446744073709551615', ts), '-', 'COUNT', 1)[1]
+  if not last then
+    local first = first_from('-')
+    return first and first[1]
+  end
+  if entry_time(last) < ts then
+    local after = first_from('(' .. last[1])
+    return after and after[1]
+  end
+  local ledger, hi = split_id(last[1])
+  local lo = 0
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if entry_time(first_from(string.format('%d-%d', ledger, mid))) >= ts then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  return first_from(string.format('%d-%d', ledger, lo))[1]
+end
+
+-- The exclusive end of the entries stored before `ts`, as XRANGE/XPENDING take it.
+local function stored_before(stream, ts)
+  local first = first_stored_at(stream, ts)
+  if first then return '(' .. first end
+  return '+'
+end
+
+-- The broker timestamp of entry `id` (its ledger id when the entry is gone).
+local function stored_time(stream, id)
+  local entry = redis.call('XRANGE', stream, id, id)[1]
+  if entry then return entry_time(entry) end
+  return (split_id(id))
 end
 
 -- {name, last-delivered-id} of every consumer group of the stream.
@@ -634,11 +692,22 @@ local function id_before(id)
   return '0'
 end
 
+-- A group id as the seek and reset scripts take it: a stream id, '0', or "@<ms>" for
+-- "by time": just before the first entry stored at or after that time (after the last
+-- entry when all are older), found here so no append slips between lookup and reset.
+local function group_position(stream, position)
+  if string.sub(position, 1, 1) ~= '@' then return position end
+  local first = first_stored_at(stream, tonumber(string.sub(position, 2)))
+  if first then return id_before(first) end
+  local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+  return last and last[1] or '0'
+end
+
 -- Where a ResetCursorData (ledgerId:entryId = stream id `id`, isExcluded, batchIndex)
 -- points, as Pulsar's PersistentTopicsBase.calculatePositionAckSet computes it: returns the
 -- position's stream id and, for a position inside a batch, the ack set of the batch
 -- indexes not yet consumed ("1"s; nil = the whole entry). Excluding an entry is Pulsar's
--- PositionImpl.getNext(): entry id + 1 in the same ledger, here "ms-(seq+1)". The batch
+-- PositionImpl.getNext(): entry id + 1 in the same ledger, here "L-(E+1)". The batch
 -- size comes from the stored entry (its `n` field; 0 when the entry is gone, which makes
 -- Pulsar fall back to the entry position).
 local function cursor_position(k, id, excluded, batch_index)

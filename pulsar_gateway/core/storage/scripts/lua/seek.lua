@@ -8,14 +8,16 @@ deliver-at times), and every consumer of the subscription, on every gateway, is 
 closes consumers after a seek).
 
 KEYS: the subscription keys (lib.lua sub_keys)
-ARGV[1] subscription name   ARGV[2] group id to restart after ('0' = from the start)
+ARGV[1] subscription name   ARGV[2] group id to restart after ('0' = from the start;
+        "@<ms>" = before the first entry stored at or after that time, lib.lua
+        group_position)
 Returns the number of consumers detached, or -1 when the subscription does not exist.
 ]]
 local k = sub_keys()
 local group = ARGV[1]
 if not group_exists(k.stream, group) then return -1 end
 redis.call('XGROUP', 'DESTROY', k.stream, group)
-redis.call('XGROUP', 'CREATE', k.stream, group, ARGV[2], 'MKSTREAM')
+redis.call('XGROUP', 'CREATE', k.stream, group, group_position(k.stream, ARGV[2]), 'MKSTREAM')
 local detached = redis.call('ZCARD', k.consumers)
 redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed)
 return detached

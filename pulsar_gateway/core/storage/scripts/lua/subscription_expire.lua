@@ -3,9 +3,9 @@ PersistentSubscription.expireMessages / PersistentMessageExpiryMonitor): everyth
 than an age, or up to a position, is acknowledged on this subscription (Pulsar moves the
 mark-delete position to the newest matching entry). Consumers stay connected.
 
-By age: an entry has expired when its stream id's milliseconds (the Redis clock at append,
-Pulsar's broker entry timestamp) are more than `seconds` before now (MessageImpl
-.isEntryExpired: now > timestamp + ttl). As in PersistentSubscription.expireMessages, the
+By age: an entry has expired when its broker timestamp (the Redis clock at append, Pulsar's
+broker entry timestamp) is more than `seconds` before now (MessageImpl.isEntryExpired:
+now > timestamp + ttl). As in PersistentSubscription.expireMessages, the
 request is not issued (Pulsar 409) when the backlog is empty, or when consumers are
 connected, the backlog is under 1000 entries (MINIMUM_BACKLOG_FOR_EXPIRY_CHECK) and its
 oldest entry has not expired.
@@ -42,8 +42,10 @@ if mode == 'age' then
   if backlog == 0 then return 0 end
   local now = string.format('(%d', now_ms())
   local connected = redis.call('ZCOUNT', k.consumers, now, '+inf') > 0
-  if connected and backlog < 1000 and split_id(oldest) >= cutoff then return 0 end
-  if cutoff > 0 then ack_through(k, group, string.format('(%d-0', cutoff)) end
+  if connected and backlog < 1000 and stored_time(k.stream, oldest) >= cutoff then
+    return 0
+  end
+  if cutoff > 0 then ack_through(k, group, stored_before(k.stream, cutoff)) end
   return 1
 end
 

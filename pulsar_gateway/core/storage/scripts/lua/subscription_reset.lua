@@ -8,7 +8,7 @@ re-subscribes, as Pulsar disconnects the consumers before resetting).
 
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] 'group' or 'position'
-group:    ARGV[3] group id to deliver after (by time: the last entry before the time)
+group:    ARGV[3] group id to deliver after (by time "@<ms>": lib.lua group_position)
 position: ARGV[3] stream id   ARGV[4] '1' isExcluded   ARGV[5] batch index (-1 none)
           (lib.lua cursor_position; inside a batch, the batch's first indexes count as
           acknowledged and the entry is redelivered with its ack set)
@@ -17,7 +17,7 @@ Returns the number of consumers detached, or -1 when the subscription does not e
 local k = sub_keys()
 local group, parked = ARGV[1], PARKED
 if not group_exists(k.stream, group) then return -1 end
-local start, position, ackset = ARGV[3], nil, nil
+local start, position, ackset = group_position(k.stream, ARGV[3]), nil, nil
 if ARGV[2] == 'position' then
   position, ackset = cursor_position(k, ARGV[3], ARGV[4] == '1', tonumber(ARGV[5]))
   start = id_before(position)

@@ -4,8 +4,8 @@ Pulsar semantics (cookbooks-retention-expiry; PersistentMessageExpiryMonitor,
 ManagedLedgerImpl.internalTrimConsumedLedgers), on a stream:
   * TTL: an entry older than the TTL is acknowledged on every subscription, unacked or not
     (Pulsar moves the mark-delete position past it): its pending entries are XACKed and a
-    group cursor behind it is moved past it. Age comes from the stream id (ms), the time
-    Redis stored the entry.
+    group cursor behind it is moved past it. Age comes from the entry's broker timestamp
+    (the time Redis stored it; lib.lua first_stored_at finds where the expired ones end).
   * Retention: entries consumed by every subscription (before each group's oldest pending
     entry and after none of its cursors) and, once the topic was compacted, at or before the
     compaction horizon, are removed oldest first while older than the retention time
@@ -49,7 +49,7 @@ local groups = group_cursors(stream)
 
 -- 1. TTL: acknowledge what is older than the TTL on every subscription
 if ttl_s > 0 then
-  local cutoff = string.format('(%d-0', now - ttl_s * 1000)
+  local cutoff = stored_before(stream, now - ttl_s * 1000)
   for _, g in ipairs(groups) do
     if budget <= 0 then more = 1; break end
     local name, want = g[1], budget
@@ -127,7 +127,7 @@ if (#groups > 0 or trim_unsubscribed) and budget > 0 and (keep_min >= 0 or keep_
   if keep_min >= 0 then
     local cut = now - keep_min * 60000
     local i = 0
-    while i < #head and split_id(head[i + 1][1]) < cut do i = i + 1 end
+    while i < #head and entry_time(head[i + 1]) < cut do i = i + 1 end
     remove_through(i)
   end
   -- size: the oldest consumed entries go while the stream is over the size limit, as
