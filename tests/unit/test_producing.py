@@ -48,11 +48,25 @@ async def _require_namespace(namespace: str) -> None:
 ROLLOVER = LedgerRollover(max_entries=3)
 
 
-def _append_ids() -> Callable[[Any, Any], bytes]:
-    """An ``append_entry`` stand-in numbering entries 1000-0, 1000-1, ... as Redis would in
-    one ledger."""
+def _append_ids() -> Callable[[Any, Any], list[bytes]]:
+    """An ``append_entries`` stand-in numbering entries 1000-0, 1000-1, ... as Redis would
+    in one ledger (args: the rollover limits, then blob and options per entry)."""
     count = itertools.count()
-    return lambda keys, args: b"1000-%d" % next(count)
+    return lambda keys, args: [b"1000-%d" % next(count) for _ in args[1::2]]
+
+
+def _answers(*replies: Any) -> Callable[[Any, Any], list[Any]]:
+    """An ``append_entries`` stand-in answering ``replies`` to one call."""
+    return lambda keys, args: list(replies)
+
+
+def entries_sent(gateway: Gateway) -> list[tuple[Any, Any]]:
+    """(blob, options) of every entry sent, call after call."""
+    out = []
+    for call in gateway.lane.named("append_entries"):
+        assert call.args[0] == ROLLOVER.argument
+        out += list(zip(call.args[1::2], call.args[2::2], strict=True))
+    return out
 
 
 @dataclass
@@ -94,7 +108,7 @@ class Gateway:
 @pytest.fixture
 def gateway() -> Gateway:
     gw = Gateway()
-    gw.lane.on_script("append_entry", _append_ids())
+    gw.lane.on_script("append_entries", _append_ids())
     return gw
 
 
@@ -104,19 +118,19 @@ def gateway() -> Gateway:
 @pytest.mark.parametrize(
     ("num_messages", "options", "fields"),
     [
-        pytest.param(1, {}, ["", "", ""], id="single-message"),
-        pytest.param(5, {}, ["", "", ""], id="batch"),
+        pytest.param(1, {}, "", id="single-message"),
+        pytest.param(5, {}, "5,,,,,,0,", id="batch"),
         pytest.param(
-            1, {"sticky_key": b"user-7"}, [sticky_key_hash(b"user-7"), "", ""], id="sticky-key"
+            1, {"sticky_key": b"user-7"}, f",,,,{sticky_key_hash(b'user-7')},,0,", id="sticky-key"
         ),
-        pytest.param(1, {"chunk": "0:uuid-1"}, ["", "0:uuid-1", ""], id="chunk"),
+        pytest.param(1, {"chunk": "0:uuid-1"}, ",,,,,,8,0:uuid-1", id="chunk"),
         pytest.param(
-            1, {"publish_time": 1000, "deliver_at": 5000}, ["", "", 5000], id="deliver-at"
+            1, {"publish_time": 1000, "deliver_at": 5000}, ",,,,,5000,0,", id="deliver-at"
         ),
     ],
 )
 async def test_publish_appends_the_entry_in_the_topic_ledger(
-    gateway: Gateway, num_messages: int, options: dict[str, Any], fields: list[Any]
+    gateway: Gateway, num_messages: int, options: dict[str, Any], fields: str
 ) -> None:
     producer = gateway.producer()
     keys = gateway.topic.keys
@@ -124,11 +138,29 @@ async def test_publish_appends_the_entry_in_the_topic_ledger(
     stream_id = await producer.publish(b"blob", num_messages, **options)
 
     assert stream_id == b"1000-0"
-    (call,) = gateway.lane.named("append_entry")
+    (call,) = gateway.lane.named("append_entries")
     assert call.keys == (keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch)
-    batch = num_messages if num_messages > 1 else ""
     # no checks: no epoch, producer name, sequence ids
-    assert call.args == (b"blob", batch, "", "", "", "", *fields, ROLLOVER.argument)
+    assert entries_sent(gateway) == [(b"blob", fields)]
+
+
+async def test_appends_of_one_tick_go_in_one_call(gateway: Gateway) -> None:
+    producer = gateway.producer()
+    first = [producer.publish(b"m-%d" % i, 1) for i in range(3)]
+    assert gateway.lane.named("append_entries") == []  # sent at the end of the tick
+    assert [await fut for fut in first] == [b"1000-0", b"1000-1", b"1000-2"]
+    later = await producer.publish(b"m-3", 1)
+    assert later == b"1000-3"
+    assert [len(c.args) for c in gateway.lane.named("append_entries")] == [7, 3]
+
+
+async def test_a_failed_append_call_fails_every_entry_of_its_tick(gateway: Gateway) -> None:
+    producer = gateway.producer()
+    gateway.lane.fail_next("append_entries", StorageError("Redis connection lost"))
+    appends = [producer.publish(b"m-%d" % i, 1) for i in range(2)]
+    for fut in appends:
+        with pytest.raises(StorageError):
+            await fut
 
 
 async def test_publish_notifies_the_topic_once_per_tick_and_counts(gateway: Gateway) -> None:
@@ -140,11 +172,12 @@ async def test_publish_notifies_the_topic_once_per_tick_and_counts(gateway: Gate
         producer.publish(b"0123456789", 5),
         producer.publish(b"wxyz", 1),
     ]
-    assert gateway.lane.notified == [channel] * 3  # asked per append...
+    assert gateway.lane.notified == []  # asked with the tick's append call...
+    assert [await fut for fut in appends] == [b"1000-0", b"1000-1", b"1000-2"]
+    assert gateway.lane.notified == [channel]
     await gateway.lane.drain()
     assert gateway.lane.published == [channel]  # ...published once for the tick
 
-    assert [fut.result() for fut in appends] == [b"1000-0", b"1000-1", b"1000-2"]
     assert (gateway.metrics.in_messages, gateway.metrics.in_bytes) == (7, 17)
     assert (producer.meter.messages, producer.meter.bytes) == (7, 17)
     topic_meter = gateway.meters.topic(TOPIC).rate_in
@@ -191,8 +224,7 @@ async def test_fixed_delay_policy_overrides_the_requested_time(gateway: Gateway)
     await producer.publish(b"not-asked", 1, publish_time=2000)
     assert overridden[name.namespace, str(name)] == 1  # nothing was asked, nothing overridden
 
-    stored = [call.args[8] for call in gateway.lane.named("append_entry")]
-    assert stored == [1500, 2500]
+    assert [options for _, options in entries_sent(gateway)] == [",,,,,1500,0,", ",,,,,2500,0,"]
 
 
 # -- Producer.publish_checked and publish_message ----------------------------------------------
@@ -201,26 +233,16 @@ async def test_fixed_delay_policy_overrides_the_requested_time(gateway: Gateway)
 async def test_publish_checked_sends_the_name_only_with_deduplication(gateway: Gateway) -> None:
     producer = gateway.producer(deduplication=True)
     producer.topic_epoch = 4  # a Shared producer's epoch is not checked
-    gateway.lane.on_script("append_entry", lambda keys, args: b"1000-7")
+    gateway.lane.on_script("append_entries", _answers(b"1000-7"))
     keys = gateway.topic.keys
 
     stream_id = await producer.publish_checked(b"batch", 3, 10, 12, sticky_key=b"k")
 
     assert stream_id == b"1000-7"
-    (call,) = gateway.lane.named("append_entry")
+    (call,) = gateway.lane.named("append_entries")
     assert call.keys == (keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch)
-    assert call.args == (
-        b"batch",
-        3,
-        "",
-        PRODUCER,
-        10,
-        12,
-        sticky_key_hash(b"k"),
-        "",
-        "",
-        ROLLOVER.argument,
-    )
+    hashed = sticky_key_hash(b"k")
+    assert entries_sent(gateway) == [(b"batch", f"3,,10,12,{hashed},,0,{PRODUCER}")]
     assert gateway.lane.notified == [keys.notify_channel]
     assert gateway.metrics.in_messages == 3
 
@@ -230,12 +252,12 @@ async def test_publish_checked_sends_the_topic_epoch_only_for_exclusive_producer
 ) -> None:
     producer = gateway.producer(access_mode=Exclusive)
     producer.topic_epoch = 4
-    gateway.lane.on_script("append_entry", lambda keys, args: b"1000-8")
+    gateway.lane.on_script("append_entries", _answers(b"1000-8"))
 
     await producer.publish_checked(b"chunk", 1, 10, None, chunk="1:uuid-1", publish_time=5)
 
-    (call,) = gateway.lane.named("append_entry")
-    assert call.args == (b"chunk", "", 4, "", 10, "", "", "1:uuid-1", "", ROLLOVER.argument)
+    # the epoch, no deduplication fields
+    assert entries_sent(gateway) == [(b"chunk", ",4,,,,,8,1:uuid-1")]
 
 
 @pytest.mark.parametrize(("raw", "result"), [(None, None), (0, 0)], ids=["duplicate", "fenced"])
@@ -243,17 +265,17 @@ async def test_publish_checked_resolves_duplicates_and_fencing(
     gateway: Gateway, raw: Any, result: Any
 ) -> None:
     producer = gateway.producer(access_mode=Exclusive, deduplication=True)
-    gateway.lane.on_script("append_entry", lambda keys, args: raw)
+    gateway.lane.on_script("append_entries", _answers(raw))
 
     assert await producer.publish_checked(b"again", 1, 10, 10) == result
 
 
 @pytest.mark.parametrize(
-    ("access_mode", "deduplication", "args"),
+    ("access_mode", "deduplication", "options"),
     [
-        (Shared, False, (b"msg", "", "", "", "", "", "", "", "")),
-        (Shared, True, (b"msg", "", "", PRODUCER, 42, 42, "", "", "")),
-        (Exclusive, False, (b"msg", "", 3, "", 42, "", "", "", "")),
+        (Shared, False, ""),
+        (Shared, True, f",,42,42,,,0,{PRODUCER}"),
+        (Exclusive, False, ",3,,,,,0,"),
     ],
     ids=["plain", "deduplicated", "exclusive"],
 )
@@ -261,7 +283,7 @@ async def test_publish_message_chooses_the_checked_append_when_needed(
     gateway: Gateway,
     access_mode: ProducerAccessMode,
     deduplication: bool,
-    args: tuple[Any, ...],
+    options: str,
 ) -> None:
     producer = gateway.producer(access_mode=access_mode, deduplication=deduplication)
     producer.topic_epoch = 3
@@ -269,9 +291,8 @@ async def test_publish_message_chooses_the_checked_append_when_needed(
     stream_id = await producer.publish_message(b"msg", 42)
 
     assert stream_id == b"1000-0"
-    assert [(c.name, c.args) for c in gateway.lane.calls if c.kind != "notify"] == [
-        ("append_entry", (*args, ROLLOVER.argument))
-    ]
+    assert [c.name for c in gateway.lane.calls if c.kind != "notify"] == ["append_entries"]
+    assert entries_sent(gateway) == [(b"msg", options)]
 
 
 # -- ProducerRegistry --------------------------------------------------------------------------

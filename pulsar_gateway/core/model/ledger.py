@@ -5,7 +5,8 @@ ledger, a sequence of BookKeeper ledgers, and a message id is ``(ledgerId, entry
 entry ids 0, 1, 2, ... within a ledger; clients and tools rely on it (an entry id tells how
 many entries of its ledger precede it). Here a ledger is a run of stream ids sharing their
 first part: entry ``E`` of ledger ``L`` is stream id ``L-E``, so ids stay totally ordered
-(stream order) and Redis numbers the entries itself (``XADD L-*``). A ledger's id is the time
+(stream order); the append script numbers the entries from the ledger's count, whichever
+gateway appends. A ledger's id is the time
 Redis opened it (ms), after every earlier ledger and stored broker timestamp.
 
 The append script opens a new ledger when the current one is full, with Pulsar's rule
@@ -39,7 +40,7 @@ class LedgerRollover:
         max_size_mb: ``managedLedgerMaxSizePerLedgerMbytes`` (blob bytes).
         min_rollover_minutes: ``managedLedgerMinLedgerRolloverTimeMinutes``.
         max_rollover_minutes: ``managedLedgerMaxLedgerRolloverTimeMinutes``.
-        argument: the four limits as ``append_entry.lua`` takes them, made once.
+        argument: the four limits as ``append_entries.lua`` takes them, made once.
     """
 
     max_entries: int = 50_000

@@ -6,7 +6,7 @@ not above it, answering it with a receipt for message id ``(-1, -1)`` as if it w
 (``PersistentTopic.publishMessage``, ``MessageDupStatus.Dup``). The C++ client accepts that
 receipt and completes the send with that id. The gateway keeps the same number in the
 topic's ``last-sequence-ids`` hash and checks and updates it in the append script
-(``lua/publish_checked.lua``), so two gateways racing on one producer name stay exact.
+(``lua/append_entries.lua``), so two gateways racing on one producer name stay exact.
 
 Deduplication is a namespace or topic policy (``deduplication``, a bool, as in Pulsar's
 admin API); off by default, like ``brokerDeduplicationEnabled``.

@@ -100,7 +100,7 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "one entry per Pulsar entry (fields: ``model/entry.py``); one consumer group per "
         "subscription: its pending entries are the unacked set, its last-delivered id the "
         "cursor",
-        "``append_entry.lua`` (every append: ids ``<ledger>-<entry>``); groups by "
+        "``append_entries.lua`` (every append: ids ``<ledger>-<entry>``); groups by "
         "``subscribe.lua``, ``unsubscribe.lua``, ``seek.lua``; ``XACK`` by consumers; moves "
         "by the dispatch, redeliver, release and reap scripts; a lone consumer's new entries "
         "by a native ``XREADGROUP`` and ``settle_read.lua``",
@@ -202,14 +202,14 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "P:{T}:topic-epoch",
         "string",
         "Pulsar's topic epoch, bumped when an exclusive producer takes the topic",
-        "``add_producer.lua``; read by ``append_entry.lua`` (fencing)",
+        "``add_producer.lua``; read by ``append_entries.lua`` (fencing)",
         "TopicKeys.topic_epoch",
     ),
     KeySpec(
         "P:{T}:last-sequence-ids",
         "hash",
         "producer name -> highest stored sequence id (deduplication)",
-        "``append_entry.lua``; read by ``add_producer.lua``",
+        "``append_entries.lua``; read by ``add_producer.lua``",
         "TopicKeys.last_sequence_ids",
     ),
     KeySpec(
@@ -218,7 +218,7 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "the current ledger (``model/ledger.py``): ``id`` (its ledger id, the ms Redis "
         "opened it), ``e`` entries and ``b`` blob bytes in it, ``t`` the last broker "
         "timestamp stored",
-        "``append_entry.lua`` (every append; a new ``id`` when the ledger is full); read by "
+        "``append_entries.lua`` (every append; a new ``id`` when the ledger is full); read by "
         "``internal_stats.lua``",
         "TopicKeys.ledger",
     ),

@@ -103,7 +103,7 @@ end
 
 -- The id of the first entry stored at or after `ts` (ms), nil when every entry is older.
 -- Broker timestamps never decrease along the stream, and every entry of a ledger was
--- stored at or after the ledger's id and before the next ledger's (append_entry.lua), so
+-- stored at or after the ledger's id and before the next ledger's (append_entries.lua), so
 -- only the last ledger opened at or before `ts` is searched: a binary search over its
 -- entry ids, each probe the first entry at or after an id (gaps left by trims are
 -- skipped), about log2(entries per ledger) reads.
