@@ -381,7 +381,7 @@ class GatewayConfig:
             trusted CAs to verify certificates with).
         authentication_refresh_check_seconds: How often a binary connection's credentials
             are checked for expiry (``authenticationRefreshCheckSeconds``): one that will
-            have expired by the next check is asked to refresh them (AUTH_CHALLENGE).
+            have expired within two checks is asked to refresh them (AUTH_CHALLENGE).
         tls_certificate_file_path: The server's certificate chain, PEM
             (``tlsCertificateFilePath``); with it the gateway also listens with TLS.
         tls_key_file_path: The certificate's private key, PEM (``tlsKeyFilePath``).

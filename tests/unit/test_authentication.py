@@ -417,14 +417,14 @@ def refreshing_connection(lifetime: int) -> tuple[ServerConnection, Clock, int]:
 
 def test_credentials_are_refreshed_before_they_expire() -> None:
     """ServerCnx.refreshAuthenticationCredentials: AUTH_CHALLENGE once the token will have
-    expired by the next check; the AUTH_RESPONSE's token replaces it (same role), so the
-    connection outlives every token it was given."""
-    conn, clock, start = refreshing_connection(100)
-    clock.now = start + 30
-    conn.auth_refresh_tick()  # 70 s left: beyond the next check
+    expired within two checks (60 s each); the AUTH_RESPONSE's token replaces it (same
+    role), so the connection outlives every token it was given."""
+    conn, clock, start = refreshing_connection(200)
+    clock.now = start + 70
+    conn.auth_refresh_tick()  # 130 s left: beyond the next two checks
     assert out(conn) == []
-    clock.now = start + 50
-    conn.auth_refresh_tick()  # 50 s left: asked now, before it lapses
+    clock.now = start + 90
+    conn.auth_refresh_tick()  # 110 s left: asked now, a whole check before it lapses
     [challenge] = out(conn)
     assert challenge.type == T.AUTH_CHALLENGE
     assert challenge.authChallenge.challenge.auth_method_name == "token"
@@ -432,14 +432,14 @@ def test_credentials_are_refreshed_before_they_expire() -> None:
     assert conn.auth_challenge_pending
     conn.auth_refresh_tick()  # asked once until answered
     assert out(conn) == []
-    fresh = hs256({"sub": "app", "exp": start + 300})
+    fresh = hs256({"sub": "app", "exp": start + 500})
     conn.receive_data(auth_response_frame("token", fresh.encode()))
     assert out(conn) == []  # no CONNECTED again (it would drop the client)
     # the session never sees the refresh
     assert [type(e).__name__ for e in conn.events_received()] == ["Connect"]
     assert not conn.auth_challenge_pending
-    assert conn.authenticated is not None and conn.authenticated.expires_at == start + 300
-    clock.now = start + 150
+    assert conn.authenticated is not None and conn.authenticated.expires_at == start + 500
+    clock.now = start + 250
     conn.auth_refresh_tick()  # the first token lapsed, the connection did not
     assert not conn.close_expected()
     assert out(conn) == []

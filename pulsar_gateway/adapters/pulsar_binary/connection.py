@@ -23,12 +23,12 @@ Rules of this file:
 * Credentials that expire are refreshed as Pulsar's
   ``ServerCnx.refreshAuthenticationCredentials`` does, checked every
   ``authenticationRefreshCheckSeconds`` (:meth:`auth_refresh_tick`): when a token will
-  have expired by the next check and the client said ``supports_auth_refresh``,
-  AUTH_CHALLENGE asks for its current credentials (before the expiry, so a client with a
-  refreshing token supplier never lapses); its AUTH_RESPONSE is authenticated like a
-  CONNECT and must name the same role. A refused response, another role, or no response
-  before the expiry closes the connection, as does an expired token of a client that
-  cannot refresh (it reconnects with its current token).
+  have expired within two checks and the client said ``supports_auth_refresh``,
+  AUTH_CHALLENGE asks for its current credentials (at least an interval before the expiry,
+  however late a check runs, so a client with a refreshing token supplier never lapses);
+  its AUTH_RESPONSE is authenticated like a CONNECT and must name the same role. A refused
+  response, another role, or no response before the expiry closes the connection, as does
+  an expired token of a client that cannot refresh (it reconnects with its current token).
 """
 
 from __future__ import annotations
@@ -294,7 +294,8 @@ class ServerConnection:
             return
         if self.auth_challenge_pending or not self._supports_auth_refresh:
             return
-        if authenticated.expires_at - now <= self._auth_refresh_seconds:
+        # Two intervals: a check that runs late still leaves the client one to answer in.
+        if authenticated.expires_at - now <= 2 * self._auth_refresh_seconds:
             self.send_auth_challenge()
             self.auth_challenge_pending = True
 
