@@ -57,6 +57,7 @@ __all__ = [
     "http_error",
     "namespace_name",
     "read_json",
+    "read_text",
     "topic_name",
     "websocket_status",
 ]
@@ -110,7 +111,7 @@ _STATUS: tuple[tuple[type[GatewayError], _Status, _Status], ...] = (
 
 def fail(status: _Status, reason: str) -> web.HTTPException:
     """An HTTP error whose reason the ``json_errors`` middleware sends as ``{"reason": ...}``."""
-    return status(reason=reason.replace("\n", " "))
+    return status(reason=reason.replace("\r", " ").replace("\n", " "))
 
 
 def http_error(exc: GatewayError) -> web.HTTPException:
@@ -179,9 +180,19 @@ def flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
+async def read_text(request: web.Request) -> str:
+    """The request body as text. A body that is not UTF-8 is a 400, as Jackson refuses it
+    (``request.text()`` would raise out of the handler: a 500)."""
+    raw = await request.read()
+    try:
+        return raw.decode(request.charset or "utf-8")
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise fail(web.HTTPBadRequest, f"Invalid request body: not UTF-8 text ({exc})") from None
+
+
 async def read_json(request: web.Request) -> Any:
     """The request body as JSON; None when empty; 400 when malformed (Jackson's answer)."""
-    raw = await request.text()
+    raw = await read_text(request)
     if not raw.strip():
         return None
     try:

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.resource import fail, handler, namespace_name
+from pulsar_gateway.adapters.resource import fail, handler, namespace_name, read_text
 from pulsar_gateway.core import Services, parse_actions
 
 __all__ = ["add_routes"]
@@ -45,7 +45,7 @@ async def get_permissions(services: Services, request: web.Request) -> dict[str,
 
 async def grant_permission(services: Services, request: web.Request) -> None:
     namespace = await _existing_namespace(services, request)
-    raw = await request.text()
+    raw = await read_text(request)
     try:
         body: Any = json.loads(raw)
         actions = parse_actions(body)

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.resource import SERVICES, fail, http_error
+from pulsar_gateway.adapters.resource import SERVICES, fail, http_error, read_text
 from pulsar_gateway.core import (
     DELAYED_DELIVERY_POLICY,
     DelayedDeliveryPolicy,
@@ -140,7 +140,7 @@ async def _read_value(request: web.Request, spec: PolicySpec, topic_level: bool)
         if raw is None:
             raise fail(web.HTTPPreconditionFailed, f"Missing query parameter {spec.topic_query}")
     else:
-        raw = await request.text()
+        raw = await read_text(request)
     try:
         value = json.loads(raw)
     except ValueError as exc:

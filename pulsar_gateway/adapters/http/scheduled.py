@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.resource import fail, handler, topic_name
+from pulsar_gateway.adapters.resource import fail, handler, read_text, topic_name
 from pulsar_gateway.core import MAX_PAGE, EntryFormatError, MessageId, ScheduledMessage, Services
 
 __all__ = ["add_routes"]
@@ -32,6 +32,9 @@ _SCHEDULED = (
     "/admin/v2/{domain:persistent}/{tenant}/{namespace}/{topic}/subscription/{subscription}"
     "/scheduled"
 )
+
+
+_MAX_OFFSET = 2**31 - 1
 
 
 def _int_query(request: web.Request, name: str, default: int) -> int:
@@ -85,8 +88,12 @@ def _describe(services: Services, message: ScheduledMessage) -> dict[str, Any]:
 async def list_scheduled(services: Services, request: web.Request) -> dict[str, Any]:
     offset = _int_query(request, "offset", 0)
     limit = _int_query(request, "limit", 100)
-    if offset < 0 or not 0 < limit <= MAX_PAGE:
-        raise fail(web.HTTPBadRequest, f"offset must be >= 0 and limit within 1..{MAX_PAGE}")
+    # offset is a Java int in Pulsar's paging; Redis takes no larger index from a script
+    if not 0 <= offset <= _MAX_OFFSET or not 0 < limit <= MAX_PAGE:
+        raise fail(
+            web.HTTPBadRequest,
+            f"offset must be within 0..{_MAX_OFFSET} and limit within 1..{MAX_PAGE}",
+        )
     page = await services.scheduled.list(
         str(topic_name(request)), request.match_info["subscription"], offset, limit
     )
@@ -106,7 +113,7 @@ async def cancel_scheduled(services: Services, request: web.Request) -> None:
 async def _deliver_at(request: web.Request) -> int:
     """The new time from ``{"deliverAt": ms}`` or ``{"deliverAfterMs": ms}``."""
     try:
-        body = json.loads(await request.text())
+        body = json.loads(await read_text(request))
     except ValueError as exc:
         raise fail(web.HTTPBadRequest, f"Invalid JSON: {exc}") from None
     if isinstance(body, dict) and len(body) == 1:

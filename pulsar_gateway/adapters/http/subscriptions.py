@@ -50,6 +50,7 @@ from pulsar_gateway.adapters.resource import (
     fail,
     flag,
     handler,
+    read_text,
     topic_name,
 )
 from pulsar_gateway.core import (
@@ -100,7 +101,7 @@ def _int_field(body: dict[str, Any], name: str, default: int) -> int:
 async def _position(request: web.Request, *, required: bool) -> CursorPosition:
     """The ``ResetCursorData`` (or ``MessageIdImpl``) body; "latest" when absent and not
     required (createSubscription's default)."""
-    raw = await request.text()
+    raw = await read_text(request)
     latest = CursorPosition((1 << 63) - 1, (1 << 63) - 1)
     if not raw.strip():
         if required:

@@ -33,6 +33,7 @@ from pulsar_gateway.adapters.resource import (
     flag,
     handler,
     namespace_name,
+    read_text,
     topic_name,
 )
 from pulsar_gateway.core import Services, TopicNotFound
@@ -46,7 +47,7 @@ _BASE = f"/admin/v2/{_DOMAIN}/{{tenant}}/{{namespace}}"
 async def _partition_count(request: web.Request) -> int:
     """The body of a create/update: a JSON int (``3``), or Pulsar's
     ``PartitionedTopicMetadata`` object (``{"partitions": 3, ...}``)."""
-    raw = await request.text()
+    raw = await read_text(request)
     try:
         value: Any = json.loads(raw)
     except ValueError:
