@@ -33,19 +33,21 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from redis.asyncio import Redis as AsyncRedis
 from redis.cluster import RedisCluster as ClusterClient
 
 from pulsar_gateway.core.model.entry import BROKER_TIME
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage import ClusterLane
 from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.server.config import GatewayConfig
 from pulsar_gateway.server.main import Gateway
 
@@ -194,6 +196,18 @@ def redis_clean(redis_url: str) -> Iterator[redis.Redis]:
     client.flushall()
     yield client
     client.close()
+
+
+@pytest.fixture
+async def storage(redis_clean: redis.Redis, redis_url: str) -> AsyncIterator[Lane]:
+    """A storage lane on the flushed test Redis, scripts loaded: for tests of the scripts
+    and their typed calls without a gateway."""
+    client = AsyncRedis.from_url(redis_url, protocol=2)
+    lane = Lane(client)
+    await lane.load_scripts()
+    yield lane
+    await lane.close()
+    await client.aclose()
 
 
 # -- gateways ------------------------------------------------------------------------------

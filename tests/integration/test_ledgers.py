@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pulsar
-import pytest
-from redis.asyncio import Redis
 
 from pulsar_gateway.core.model.entry import BLOB, BROKER_TIME
 from pulsar_gateway.core.model.ledger import LedgerRollover
@@ -113,27 +111,17 @@ def test_appends_from_two_gateways_and_checked_producers_share_the_sequence(
 # -- the scripts, directly ------------------------------------------------------------------
 
 
-@pytest.fixture
-async def lane(redis_clean: Any, redis_url: str) -> AsyncIterator[Lane]:
-    client = Redis.from_url(redis_url, protocol=2)
-    storage = Lane(client)
-    await storage.load_scripts()
-    yield storage
-    await storage.close()
-    await client.aclose()
-
-
-async def _append(lane: Lane, rollover: LedgerRollover | str, blob: bytes = b"x") -> str:
-    (sid,) = await _append_many(lane, rollover, [(blob, "")])
+async def _append(storage: Lane, rollover: LedgerRollover | str, blob: bytes = b"x") -> str:
+    (sid,) = await _append_many(storage, rollover, [(blob, "")])
     assert isinstance(sid, bytes)
     return sid.decode()
 
 
 async def _append_many(
-    lane: Lane, rollover: LedgerRollover | str, entries: list[tuple[bytes, str]]
+    storage: Lane, rollover: LedgerRollover | str, entries: list[tuple[bytes, str]]
 ) -> list[Any]:
     limits = rollover if isinstance(rollover, str) else rollover.argument
-    return await append_entries(lane, KEYS, rollover=limits, entries=entries)
+    return await append_entries(storage, KEYS, rollover=limits, entries=entries)
 
 
 def test_the_append_script_is_sent_without_the_shared_library() -> None:
@@ -143,7 +131,9 @@ def test_the_append_script_is_sent_without_the_shared_library() -> None:
     assert "local function sub_keys" in SCRIPTS["dispatch"].source
 
 
-async def test_one_call_appends_across_a_rollover_with_checks(lane: Lane, redis_clean: Any) -> None:
+async def test_one_call_appends_across_a_rollover_with_checks(
+    storage: Lane, redis_clean: Any
+) -> None:
     rollover = LedgerRollover(max_entries=3, min_rollover_minutes=0)
     dedup = [
         (b"d-%d" % seq, entry_options(sequence_id=seq, record=seq, producer_name="p,1"))
@@ -151,7 +141,7 @@ async def test_one_call_appends_across_a_rollover_with_checks(lane: Lane, redis_
     ]
     plain = [(b"x-%d" % i, "") for i in range(3)]
     batch = entry_options(num_messages=4, key_hash=7, deliver_at=123, chunk="0:u,1")
-    results = await _append_many(lane, rollover, [*dedup, *plain, (b"b", batch)])
+    results = await _append_many(storage, rollover, [*dedup, *plain, (b"b", batch)])
     assert results[2] is None  # duplicate: nothing stored
     stored = [r.decode() for r in results if r is not None]
     ledgers = sorted({sid.split("-")[0] for sid in stored})
@@ -163,7 +153,7 @@ async def test_one_call_appends_across_a_rollover_with_checks(lane: Lane, redis_
     # fencing: an epoch that is not the topic's refuses that entry only
     redis_clean.set(KEYS.topic_epoch, "5")
     fenced = await _append_many(
-        lane,
+        storage,
         rollover,
         [(b"f", entry_options(topic_epoch=4)), (b"ok", entry_options(topic_epoch=5))],
     )
@@ -171,51 +161,53 @@ async def test_one_call_appends_across_a_rollover_with_checks(lane: Lane, redis_
 
 
 async def test_a_ledger_older_than_the_maximum_rollover_time_is_closed(
-    lane: Lane, redis_clean: Any
+    storage: Lane, redis_clean: Any
 ) -> None:
     # The limits as the script takes them: 1 ms maximum age, no minimum.
     rollover = "50000 2147483648 0 1"
-    first = await _append(lane, rollover)
+    first = await _append(storage, rollover)
     await asyncio.sleep(0.005)
-    second = await _append(lane, rollover)
+    second = await _append(storage, rollover)
     assert first.endswith("-0") and second.endswith("-0")
     assert int(second.split("-")[0]) > int(first.split("-")[0])
 
 
-async def test_a_full_ledger_waits_for_the_minimum_rollover_time(lane: Lane) -> None:
+async def test_a_full_ledger_waits_for_the_minimum_rollover_time(storage: Lane) -> None:
     rollover = LedgerRollover(max_entries=2, min_rollover_minutes=10)
-    sids = [await _append(lane, rollover) for _ in range(5)]
+    sids = [await _append(storage, rollover) for _ in range(5)]
     # full after 2 entries, but younger than 10 minutes: the ledger stays open
     ledger = sids[0].split("-")[0]
     assert sids == [f"{ledger}-{i}" for i in range(5)]
 
 
-async def test_a_ledger_full_by_size_is_closed(lane: Lane) -> None:
+async def test_a_ledger_full_by_size_is_closed(storage: Lane) -> None:
     rollover = LedgerRollover(max_size_mb=1, min_rollover_minutes=0)
     big = b"x" * (600 * 1024)
-    sids = [await _append(lane, rollover, big) for _ in range(3)]
+    sids = [await _append(storage, rollover, big) for _ in range(3)]
     ledgers = [s.split("-")[0] for s in sids]
     assert ledgers[0] == ledgers[1] != ledgers[2]  # 1.2 MB after two: the third rolls
     assert sids[2].endswith("-0")
 
 
 async def test_a_stream_written_before_ledgers_continues_after_its_last_id(
-    lane: Lane, redis_clean: Any
+    storage: Lane, redis_clean: Any
 ) -> None:
     future = int(time.time() * 1000) + 60_000
     redis_clean.xadd(KEYS.stream, {BLOB: b"old"}, id=f"{future}-7")
-    sid = await _append(lane, LedgerRollover())
+    sid = await _append(storage, LedgerRollover())
     assert sid == f"{future + 1}-0"
 
 
-async def _group_id_after_seek(lane: Lane, redis_clean: Any, at: int) -> bytes:
-    await subscriptions.seek(lane, KEYS.subscription(SUB), subscription=SUB, position=b"@%d" % at)
+async def _group_id_after_seek(storage: Lane, redis_clean: Any, at: int) -> bytes:
+    await subscriptions.seek(
+        storage, KEYS.subscription(SUB), subscription=SUB, position=b"@%d" % at
+    )
     (group,) = redis_clean.xinfo_groups(KEYS.stream)
     return bytes(group["last-delivered-id"])
 
 
 async def test_positions_by_time_across_ledgers_gaps_and_old_entries(
-    lane: Lane, redis_clean: Any
+    storage: Lane, redis_clean: Any
 ) -> None:
     # Entries stored before ledgers (ids are their times), then ledgers of 3 entries.
     base = int(time.time() * 1000) - 10_000
@@ -223,7 +215,7 @@ async def test_positions_by_time_across_ledgers_gaps_and_old_entries(
         redis_clean.xadd(KEYS.stream, {BLOB: b"old-%d" % i}, id=f"{ms}-{i}")
     rollover = LedgerRollover(max_entries=3, min_rollover_minutes=0)
     for i in range(10):
-        await _append(lane, rollover, b"new-%d" % i)
+        await _append(storage, rollover, b"new-%d" % i)
         await asyncio.sleep(0.002)
     redis_clean.xgroup_create(KEYS.stream, SUB, id="0")
     entries = redis_clean.xrange(KEYS.stream)
@@ -234,7 +226,7 @@ async def test_positions_by_time_across_ledgers_gaps_and_old_entries(
     assert times == sorted(times)
     for at in sorted({*times, times[0] - 1, times[-1] + 1, *(t + 1 for t in times)}):
         first = next((i for i, t in enumerate(times) if t >= at), None)
-        group = await _group_id_after_seek(lane, redis_clean, at)
+        group = await _group_id_after_seek(storage, redis_clean, at)
         if first is None:  # everything is older: after the last entry
             assert group == entries[-1][0], at
         else:  # just before the first entry stored at or after `at`

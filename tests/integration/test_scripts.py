@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
@@ -22,16 +21,6 @@ from pulsar_gateway.core.storage.scripts.subscriptions import SubscribeReply
 KEYS = KeySchema("t").topic("persistent://public/default/scripts")
 SUB = "sub"
 LEASE = 60_000
-
-
-@pytest.fixture
-async def storage(redis_clean, redis_url) -> AsyncIterator[Lane]:
-    client = Redis.from_url(redis_url, protocol=2)
-    s = Lane(client)
-    await s.load_scripts()
-    yield s
-    await s.close()
-    await client.aclose()
 
 
 SUB_KEYS = KEYS.subscription(SUB)
