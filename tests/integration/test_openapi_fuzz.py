@@ -118,3 +118,45 @@ def test_no_server_error_for_generated_requests(gateway: GatewayThread, operatio
                 # negative mode with every parameter pinned: nothing left to make invalid
                 if mode is GenerationMode.POSITIVE:
                     raise
+
+
+# -- what the fuzzer found, pinned down ---------------------------------------------------
+
+
+NOT_UTF8 = b'{"adminRoles": ["\xff\xfe"], "allowedClusters": ["standalone"]}'
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("PUT", "/admin/v2/tenants/fz2"),
+        ("POST", "/admin/v2/tenants/fz"),
+        ("PUT", "/admin/v2/namespaces/fz/other"),
+        ("POST", "/admin/v2/namespaces/fz/ns/messageTTL"),
+        ("POST", "/admin/v2/namespaces/fz/ns/permissions/role"),
+        ("PUT", "/admin/v2/persistent/fz/ns/q/partitions"),
+        ("PUT", "/admin/v2/persistent/fz/ns/t/subscription/s2"),
+        ("POST", "/topics/persistent/fz/ns/t"),
+    ],
+)
+def test_a_body_that_is_not_utf8_is_a_400(gateway: GatewayThread, method: str, path: str) -> None:
+    _create_resources(gateway.http_url)
+    status, body = admin(method, gateway.http_url + path, raw=NOT_UTF8)
+    assert status == 400 and isinstance(body, dict) and "reason" in body, (status, body)
+    # nothing was created by it
+    assert admin("GET", f"{gateway.http_url}/admin/v2/tenants/fz2")[0] == 404
+
+
+def test_a_reason_with_a_carriage_return_is_still_json(gateway: GatewayThread) -> None:
+    # the unknown listener's name is echoed in the reason
+    url = f"{gateway.http_url}/lookup/v2/topic/persistent/public/default/t?listenerName=a%0Db"
+    status, body = admin("GET", url)
+    assert status == 400 and body == {"reason": "the broker do not have a b listener"}
+
+
+def test_a_scheduled_page_beyond_a_redis_index_is_a_400(gateway: GatewayThread) -> None:
+    _create_resources(gateway.http_url)
+    base = f"{gateway.http_url}/admin/v2/persistent/fz/ns/t/subscription/s/scheduled"
+    status, body = admin("GET", f"{base}?offset={10**30}")
+    assert status == 400 and "offset must be within" in body["reason"]
+    assert admin("GET", f"{base}?offset=0")[0] == 200
