@@ -48,6 +48,15 @@ def secured(gateway_factory: Callable[..., GatewayThread]) -> GatewayThread:
     return gw
 
 
+def refreshing(gateway_factory: Callable[..., GatewayThread]) -> GatewayThread:
+    """A gateway with token authentication that checks tokens for expiry every second."""
+    return gateway_factory(
+        authentication_enabled=True,
+        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
+        authentication_refresh_check_seconds=1.0,
+    )
+
+
 def as_role(client_factory: Callable[..., Any], gw: GatewayThread, role: str, **kw: Any) -> Any:
     return client_factory(gw.url, authentication=pulsar.AuthenticationToken(token(role)), **kw)
 
@@ -363,11 +372,7 @@ def test_a_long_lived_client_keeps_its_connection_across_token_expiries(
     every second and sends AUTH_CHALLENGE before a token lapses, the client answers with
     its supplier's current token. Over 8 s (three tokens' lives) producing and consuming
     go on on the one connection the client opened."""
-    gw = gateway_factory(
-        authentication_enabled=True,
-        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
-        authentication_refresh_check_seconds=1.0,
-    )
+    gw = refreshing(gateway_factory)
     issued: list[float] = []
 
     def supplier() -> str:
@@ -398,11 +403,7 @@ def test_refreshed_credentials_of_another_role_close_the_connection(
     client_factory: Callable[..., Any],
     topic: str,
 ) -> None:
-    gw = gateway_factory(
-        authentication_enabled=True,
-        token_secret_key="data:;base64," + base64.b64encode(SECRET).decode(),
-        authentication_refresh_check_seconds=1.0,
-    )
+    gw = refreshing(gateway_factory)
     start = time.time()
 
     def supplier() -> str:  # "app" while connecting, "intruder" when asked to refresh

@@ -74,8 +74,11 @@ class PartitionedTopics:
         Raises:
             TopicNotFound: the topic's namespace does not exist.
         """
-        await self._require_namespace(topic.namespace)
-        return await self.partitions(topic)
+        # both reads in one pipeline: the client asks before every attach
+        _, count = await asyncio.gather(
+            self._require_namespace(topic.namespace), self.partitions(topic)
+        )
+        return count
 
     async def exists(self, topic: TopicName) -> bool:
         """Whether a non-partitioned topic (or a partition) of that name exists."""
