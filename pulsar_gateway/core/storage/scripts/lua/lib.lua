@@ -669,6 +669,90 @@ local function ack_through(k, group, bound)
   return acked
 end
 
+-- ---------------------------------------------------------------------------------------
+-- Backlogs, counted without reading them (admin skip, backlog quotas). Entry ids are
+-- consecutive within a ledger (append_entries.lua stores entry `L-<entries in L>`; ids of
+-- the older ms-seq format are consecutive within a millisecond) and only a stream's head is
+-- ever removed (retention), so the entries of a ledger are counted from its first and last
+-- ids: two reads of one entry per ledger, whatever the backlog's length.
+
+-- Walk the entries after `id`, ledger by ledger. With `n`, stops at the n-th one (n >= 1)
+-- and returns its id and n; otherwise (or when there are fewer) returns nil and how many
+-- there are.
+local function walk_after(stream, id, n)
+  local seen, from = 0, '(' .. id
+  while true do
+    local first = redis.call('XRANGE', stream, from, '+', 'COUNT', 1)[1]
+    if not first then return nil, seen end
+    local ledger, entry = split_id(first[1])
+    local last = redis.call(
+      'XREVRANGE', stream, string.format('%d-18446744073709551615', ledger), first[1], 'COUNT', 1)[1]
+    local _, last_entry = split_id(last[1])
+    local count = last_entry - entry + 1
+    if n and seen + count >= n then
+      return string.format('%d-%d', ledger, entry + n - seen - 1), n
+    end
+    seen = seen + count
+    from = '(' .. last[1]
+  end
+end
+
+-- Every consumer group's backlog: {name, unacked, oldest} with `unacked` its
+-- pending entries plus those after its cursor (Pulsar's backlog in entries), `oldest` the id
+-- of its oldest unacknowledged entry (nil when none). The entries after the cursor are
+-- XINFO's lag when Redis knows it (not on 6.2, nor after a cursor was set by XGROUP SETID),
+-- else counted with walk_after.
+local function group_backlogs(stream)
+  local out = {}
+  for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+    local g = {}
+    for i = 1, #info, 2 do g[info[i]] = info[i + 1] end
+    local name, cursor = g['name'], g['last-delivered-id']
+    local lag = g['lag']
+    if not lag then _, lag = walk_after(stream, cursor, nil) end
+    local pending = redis.call('XPENDING', stream, name)
+    local oldest = pending[2] or nil
+    if not oldest and lag > 0 then
+      local after = redis.call('XRANGE', stream, '(' .. cursor, '+', 'COUNT', 1)[1]
+      oldest = after and after[1]
+    end
+    out[#out + 1] = {name = name, unacked = tonumber(pending[1]) + lag, oldest = oldest}
+  end
+  return out
+end
+
+-- The stream's average entry size in bytes as Redis measures it (MEMORY USAGE, sampled:
+-- an estimate, as Pulsar's backlog size is); 0 for an empty stream.
+local function entry_bytes(stream)
+  local length = redis.call('XLEN', stream)
+  if length == 0 then return 0 end
+  return (redis.call('MEMORY', 'USAGE', stream) or 0) / length
+end
+
+-- Skip the `wanted` oldest unacknowledged entries of a subscription, in its backlog's order
+-- (Pulsar ManagedCursor.skipEntries, IndividualDeletedEntries.Exclude): pending entries
+-- first, oldest first, then the entries after the cursor, which moves past them. Returns
+-- how many were skipped (fewer when the backlog is shorter).
+local function skip_entries(k, group, wanted)
+  local skipped = 0
+  while skipped < wanted do
+    local pending = redis.call('XPENDING', k.stream, group, '-', '+', math.min(wanted - skipped, 1000))
+    if #pending == 0 then break end
+    local ids = {}
+    for i, p in ipairs(pending) do ids[i] = p[1] end
+    skipped = skipped + ack_pending(k, group, ids)
+  end
+  if skipped < wanted then
+    local position, count = walk_after(k.stream, last_delivered(k.stream, group), wanted - skipped)
+    if not position and count > 0 then
+      position = redis.call('XREVRANGE', k.stream, '+', '-', 'COUNT', 1)[1][1]
+    end
+    if position then redis.call('XGROUP', 'SETID', k.stream, group, position) end
+    skipped = skipped + count
+  end
+  return skipped
+end
+
 -- Leave entry `id`, which must be the next one after the group's cursor, pending at
 -- `parked` with only the batch indexes of `ackset` ("1" = unacked) to deliver, as if the
 -- others had been acknowledged (Pulsar's position with an ack set, PIP-54). Returns false
