@@ -61,6 +61,12 @@ log = logging.getLogger(__name__)
 #: ``CommandConnect.client_version`` prefix of the C++ library and clients built on it.
 CPP_CLIENT = "Pulsar-CPP"
 
+#: How long SENDs for a producer the gateway closed are ignored rather than refused
+#: (Pulsar ``ServerCnx.recentlyClosedProducers``, for ``keepAliveIntervalSeconds``: 30 by
+#: default): they were in flight before the client read CLOSE_PRODUCER, and it sends them
+#: again once its producer is back.
+RECENTLY_CLOSED_SECONDS = 30.0
+
 _NON_PERSISTENT = "non-persistent://"
 #: -1 as a MessageIdData field: the receipt of a deduplicated SEND is (-1, -1).
 _MINUS_ONE = (1 << 64) - 1
@@ -120,6 +126,8 @@ class Session:
         self.service_url_tls = service_url_tls
         self.wants_flush = wants_flush
         self.producers: dict[int, ProducerHandle] = {}
+        #: producer id -> loop time the gateway closed it (CLOSE_PRODUCER)
+        self._recently_closed: dict[int, float] = {}
         #: per producer, its SENDs not answered yet, in send order: (producer id, sequence
         #: id, the append's future or None, the refusal or None)
         self._answers: dict[ProducerHandle, deque[_Answer]] = {}
@@ -396,16 +404,35 @@ class Session:
         self._spawn(run())
 
     def _producer_lost(self, producer_id: int, producer: ProducerHandle) -> None:
-        """The fleet closed this producer (fenced, superseded, lease lost): CLOSE_PRODUCER,
-        so the client reconnects and learns its fate from the next PRODUCER."""
+        """The fleet closed this producer (fenced, superseded, lease lost, disconnected by
+        a backlog quota): CLOSE_PRODUCER, so the client reconnects and learns its fate from
+        the next PRODUCER."""
         if self.producers.get(producer_id) is producer:
             del self.producers[producer_id]
             if not self.closed:
-                self.conn.send_close_producer(producer_id)
+                self._closed_by_gateway(producer_id)
                 self.wants_flush()
+
+    def _closed_by_gateway(self, producer_id: int) -> None:
+        """CLOSE_PRODUCER for a producer already forgotten; its SENDs still in flight are
+        ignored for a while (:data:`RECENTLY_CLOSED_SECONDS`)."""
+        self.conn.send_close_producer(producer_id)
+        now = asyncio.get_running_loop().time()
+        self._recently_closed = {
+            pid: at
+            for pid, at in self._recently_closed.items()
+            if now - at < RECENTLY_CLOSED_SECONDS
+        }
+        self._recently_closed[producer_id] = now
+
+    def _closed_recently(self, producer_id: int) -> bool:
+        at = self._recently_closed.get(producer_id)
+        return at is not None and asyncio.get_running_loop().time() - at < RECENTLY_CLOSED_SECONDS
 
     def _send(self, cmd: c.Send) -> None:
         producer = self.producers.get(cmd.producer_id)
+        if producer is None and self._closed_recently(cmd.producer_id):
+            return  # sent before the client read our CLOSE_PRODUCER: it sends it again
         if producer is None or producer.waiting:
             self.conn.send_send_error(
                 cmd.producer_id,
@@ -521,7 +548,7 @@ class Session:
                 log.warning("append failed on %s: %s", producer.topic_name, exc)
             if self.producers.get(producer_id) is producer:
                 del self.producers[producer_id]
-                self.conn.send_close_producer(producer_id)
+                self._closed_by_gateway(producer_id)
                 self._spawn(self.services.producers.close(producer))
         elif entry_id is None:
             # A duplicate: Pulsar acknowledges it with message id (-1, -1).
