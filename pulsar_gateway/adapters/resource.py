@@ -31,6 +31,7 @@ from pulsar_gateway.core import (
     NamespaceNotFound,
     NotAllowed,
     NotEmpty,
+    ProducerBlockedQuotaExceeded,
     ProducerBusy,
     ProducerFenced,
     ServiceNotReady,
@@ -104,6 +105,8 @@ _STATUS: tuple[tuple[type[GatewayError], _Status, _Status], ...] = (
     (ProducerFenced, web.HTTPConflict, web.HTTPConflict),
     (IncompatibleSchema, web.HTTPConflict, web.HTTPConflict),
     (NotAllowed, MethodNotAllowed, web.HTTPBadRequest),
+    # both policies (AbstractWebSocketHandler.getErrorCode: SC_SERVICE_UNAVAILABLE)
+    (ProducerBlockedQuotaExceeded, web.HTTPServiceUnavailable, web.HTTPServiceUnavailable),
     (ServiceNotReady, web.HTTPServiceUnavailable, web.HTTPServiceUnavailable),
     (StorageError, web.HTTPServiceUnavailable, web.HTTPInternalServerError),
 )

@@ -25,8 +25,13 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
     ├── TopicNotFound                                           -> TopicNotFound
     ├── MessageTooLarge                                         -> NotAllowedError
-    ├── ProducerBlockedQuotaExceeded  backlog quota exceeded,   -> ProducerBlocked-
-    │                                 policy producer_exception    QuotaExceededException
+    ├── ProducerBlockedQuotaExceeded  backlog over a quota that (admin and REST HTTP 503)
+    │   │                             blocks producers
+    │   ├── ProducerBlockedQuotaExceededError      policy     -> ProducerBlocked-
+    │   │                             producer_request_hold       QuotaExceededError
+    │   │                             (retriable)
+    │   └── ProducerBlockedQuotaExceededException  policy     -> ProducerBlocked-
+    │                                 producer_exception          QuotaExceededException
     ├── TenantNotFound                tenant missing            (admin HTTP 404)
     ├── NamespaceNotFound             namespace missing         (admin HTTP 404)
     ├── InvalidNamespaceName          bad tenant/namespace name (admin HTTP 412)
@@ -69,6 +74,8 @@ __all__ = [
     "NotAllowed",
     "NotEmpty",
     "ProducerBlockedQuotaExceeded",
+    "ProducerBlockedQuotaExceededError",
+    "ProducerBlockedQuotaExceededException",
     "ProducerBusy",
     "ProducerFenced",
     "ProducerNotFound",
@@ -195,8 +202,19 @@ class ConcurrentModification(NotAllowed):
 
 
 class ProducerBlockedQuotaExceeded(GatewayError):
-    """The topic's backlog is over its quota and the quota's policy is
-    ``producer_exception`` (Pulsar's ``TopicBacklogQuotaExceededException``)."""
+    """The topic's backlog is over a quota whose policy blocks producers (Pulsar's
+    ``TopicBacklogQuotaExceededException``, which carries the policy); raised as one of
+    the two subclasses, one per policy, as Pulsar answers one ``ServerError`` per policy."""
+
+
+class ProducerBlockedQuotaExceededError(ProducerBlockedQuotaExceeded):
+    """Policy ``producer_request_hold``: the client holds its messages and tries again."""
+
+    retriable = True
+
+
+class ProducerBlockedQuotaExceededException(ProducerBlockedQuotaExceeded):
+    """Policy ``producer_exception``: the client fails its pending sends."""
 
 
 class AuthenticationError(GatewayError):

@@ -280,6 +280,8 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "default_retention_mb": _check_retention_limit,
     "default_message_ttl_seconds": _check_ttl_seconds,
     "topic_maintenance_interval_seconds": _check_positive_seconds,
+    "backlog_quota_check_enabled": _check_bool,
+    "backlog_quota_check_interval_seconds": _check_positive_seconds,
     "stats_interval_seconds": _check_positive_seconds,
     "delayed_delivery_enabled": _check_bool,
     "delayed_delivery_max_delay_ms": _check_non_negative_ms,
@@ -351,6 +353,11 @@ class GatewayConfig:
             (Pulsar ``ttlDurationDefaultInSeconds``); 0 disables expiry.
         topic_maintenance_interval_seconds: How often the fleet applies retention and TTL
             to every topic (Pulsar ``retentionCheckIntervalInSeconds``).
+        backlog_quota_check_enabled: Whether each gateway checks the backlog quotas of the
+            topics its clients use (Pulsar ``backlogQuotaCheckEnabled``): disconnects their
+            producers or evicts, by the quota's policy. New producers are checked anyway.
+        backlog_quota_check_interval_seconds: How often (Pulsar
+            ``backlogQuotaCheckIntervalInSeconds``).
         stats_interval_seconds: How often each gateway turns its counts into rates and
             reports them to the fleet (Pulsar ``statsUpdateFrequencyInSecs``).
         delayed_delivery_enabled: Whether delivery times are honoured on topics without a
@@ -423,6 +430,8 @@ class GatewayConfig:
     default_retention_mb: int = 0
     default_message_ttl_seconds: int = 0
     topic_maintenance_interval_seconds: float = 60.0
+    backlog_quota_check_enabled: bool = True
+    backlog_quota_check_interval_seconds: float = 60.0
     stats_interval_seconds: float = 5.0
     delayed_delivery_enabled: bool = True
     delayed_delivery_max_delay_ms: int = 0
@@ -681,6 +690,19 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_float,
         "SECONDS",
         "interval of the fleet's retention and TTL rounds over every topic",
+    ),
+    _Option(
+        "backlog_quota_check_enabled",
+        _parse_bool,
+        "BOOL",
+        "check the backlog quotas of the topics this gateway's clients use: disconnect "
+        "their producers or evict, by the quota's policy (new producers are checked anyway)",
+    ),
+    _Option(
+        "backlog_quota_check_interval_seconds",
+        _parse_float,
+        "SECONDS",
+        "interval of those backlog quota checks",
     ),
     _Option(
         "stats_interval_seconds",

@@ -7,7 +7,8 @@ reports and metrics, admin. Nothing built here is handed a reference to this mod
 the whole set of services; back-references are callbacks given at construction.
 
 Start-up: scripts loaded, notifications listening, standalone tenants created, policies
-listening, then the background loops (leases, heartbeat, rate reports, maintenance).
+listening, then the background loops (leases, heartbeat, rate reports, maintenance, backlog
+quota checks).
 Shutdown runs the other way: producers and consumers released (their unacked messages go
 back to their subscriptions at once), loops stopped, reports withdrawn, the fleet left, the
 lane drained.
@@ -48,6 +49,7 @@ class Core:
     rates: fleet.RateReporter
     maintenance: admin.TopicMaintenance
     non_persistent: consuming.NonPersistentSubscriptions
+    backlog_quota_monitor: policies.BacklogQuotaMonitor
 
     async def start(self) -> None:
         s = self.services
@@ -60,6 +62,7 @@ class Core:
         s.subscriptions.start()
         self.membership.start()
         self.maintenance.start()
+        self.backlog_quota_monitor.start()
         self.rates.start()
         await self.membership.heartbeat()
 
@@ -69,6 +72,7 @@ class Core:
         await s.producers.close_all()
         await s.subscriptions.close()
         await self.maintenance.stop()
+        await self.backlog_quota_monitor.stop()
         await self.rates.stop()
         await self.rates.withdraw()
         with contextlib.suppress(GatewayError):
@@ -222,6 +226,21 @@ def build(
         interval=config.topic_maintenance_interval_seconds,
         registry=metrics.registry,
     )
+
+    def served_topics() -> list[str]:
+        """The topics this gateway's producers and consumers use (a broker's loaded ones)."""
+        used = [producer.topic_name for producer in producer_service.producers()]
+        return used + [consumer.topic_name for consumer in subscription_service.consumers()]
+
+    backlog_quota_monitor = policies.BacklogQuotaMonitor(
+        lane,
+        keys,
+        policy_store,
+        topics=served_topics,
+        disconnect_producers=producer_service.disconnect,
+        interval=config.backlog_quota_check_interval_seconds,
+        enabled=config.backlog_quota_check_enabled,
+    )
     services = Services(
         producers=producer_service,
         subscriptions=subscription_service,
@@ -254,5 +273,13 @@ def build(
         ),
     )
     return Core(
-        gateway_id, lane, notifier, services, membership, rates, maintenance, non_persistent
+        gateway_id,
+        lane,
+        notifier,
+        services,
+        membership,
+        rates,
+        maintenance,
+        non_persistent,
+        backlog_quota_monitor,
     )

@@ -82,6 +82,20 @@ OPTIONS = [
         0.5,
     ),
     (
+        "backlog_quota_check_enabled",
+        "--backlog-quota-check-enabled",
+        "PULSAR_GATEWAY_BACKLOG_QUOTA_CHECK_ENABLED",
+        "false",
+        False,
+    ),
+    (
+        "backlog_quota_check_interval_seconds",
+        "--backlog-quota-check-interval-seconds",
+        "PULSAR_GATEWAY_BACKLOG_QUOTA_CHECK_INTERVAL_SECONDS",
+        "0.25",
+        0.25,
+    ),
+    (
         "redis_fsync",
         "--redis-fsync",
         "PULSAR_GATEWAY_REDIS_FSYNC",
@@ -162,6 +176,13 @@ INVALID = [
         "0",
         "positive",
     ),
+    (
+        "--backlog-quota-check-interval-seconds",
+        "PULSAR_GATEWAY_BACKLOG_QUOTA_CHECK_INTERVAL_SECONDS",
+        "0",
+        "positive",
+    ),
+    ("--backlog-quota-check-enabled", "PULSAR_GATEWAY_BACKLOG_QUOTA_CHECK_ENABLED", "x", "true"),
     ("--redis-fsync", "PULSAR_GATEWAY_REDIS_FSYNC", "no", "everysec or always"),
     ("--delayed-delivery-enabled", "PULSAR_GATEWAY_DELAYED_DELIVERY_ENABLED", "maybe", "true"),
     (
@@ -197,6 +218,9 @@ def test_defaults() -> None:
     assert config.default_retention_mb == 0
     assert config.default_message_ttl_seconds == 0
     assert config.topic_maintenance_interval_seconds == 60.0
+    # Pulsar's backlogQuotaCheckEnabled=true, backlogQuotaCheckIntervalInSeconds=60
+    assert config.backlog_quota_check_enabled is True
+    assert config.backlog_quota_check_interval_seconds == 60.0
     # Pulsar's delayedDeliveryEnabled=true, delayedDeliveryMaxDelayInMillis=0 (no limit)
     assert config.delayed_delivery_enabled is True
     assert config.delayed_delivery_max_delay_ms == 0

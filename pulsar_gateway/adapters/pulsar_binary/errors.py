@@ -3,6 +3,9 @@
 The counterpart of the broker's ``BrokerServiceException.getClientErrorCode``. The codes
 drive the client's retry decisions (protocol brief 6.1): ``ConsumerBusy`` and
 ``ProducerBusy`` are fatal, ``PersistenceError`` and ``ServiceNotReady`` are retried.
+Of the two backlog quota codes, a client that had the producer already reconnects after
+either (``ProducerImpl::handleCreateProducer`` in pulsar-client-cpp), failing its pending
+sends only on ``ProducerBlockedQuotaExceededException``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pulsar_gateway.core import (
     InvalidTopicName,
     MessageTooLarge,
     NotAllowed,
-    ProducerBlockedQuotaExceeded,
+    ProducerBlockedQuotaExceededError,
+    ProducerBlockedQuotaExceededException,
     ProducerBusy,
     ProducerFenced,
     ProducerNotFound,
@@ -43,7 +47,10 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (TopicNotFound, pb.TopicNotFound),
     (NotAllowed, pb.NotAllowedError),
     (MessageTooLarge, pb.NotAllowedError),
-    (ProducerBlockedQuotaExceeded, pb.ProducerBlockedQuotaExceededException),
+    # one code per policy, as ServerCnx.handleProducer answers: the client holds its
+    # messages and reconnects on the Error, fails them on the Exception
+    (ProducerBlockedQuotaExceededError, pb.ProducerBlockedQuotaExceededError),
+    (ProducerBlockedQuotaExceededException, pb.ProducerBlockedQuotaExceededException),
     (ServiceNotReady, pb.ServiceNotReady),
     (StorageError, pb.PersistenceError),
     (AuthenticationError, pb.AuthenticationError),

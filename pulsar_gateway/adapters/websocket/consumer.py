@@ -54,6 +54,7 @@ import secrets
 from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pulsar_gateway.adapters.messages import (
@@ -78,6 +79,7 @@ from pulsar_gateway.core import (
     GatewayError,
     MessageId,
     NotAllowed,
+    ProducerHandle,
     Services,
     SubscriptionType,
     TopicName,
@@ -501,8 +503,25 @@ class ConsumerEndpoint:
             fut = asyncio.ensure_future(
                 TopicProducer.create(self.services, topic, ProducerParams(producer_name=name))
             )
+            fut.add_done_callback(partial(self._watch_dead_letter, str(topic)))
             self._dead_letters[str(topic)] = fut
         return fut
+
+    def _watch_dead_letter(self, key: str, fut: asyncio.Future[TopicProducer]) -> None:
+        """Once a dead-letter producer is open: when the gateway closes it (fenced, or its
+        topic over a backlog quota), forget it, so the next dead letter opens it again and
+        meets the topic's rules, as the client's dead-letter producer would reconnect."""
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        producer = fut.result()
+
+        def lost(_: ProducerHandle) -> None:
+            if self._dead_letters.get(key) is fut:
+                del self._dead_letters[key]
+                self._spawn(producer.close())
+
+        for handle in producer.producers:
+            handle.on_lost = lost
 
     async def _dead_letter(
         self,

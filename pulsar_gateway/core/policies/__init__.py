@@ -6,6 +6,7 @@ from __future__ import annotations
 from pulsar_gateway.core.policies.authentication import AuthenticatedRole, AuthenticationService
 from pulsar_gateway.core.policies.authorization import AuthAction, AuthorizationService
 from pulsar_gateway.core.policies.backlog_quota import BacklogQuotas
+from pulsar_gateway.core.policies.backlog_quota_monitor import BacklogQuotaMonitor
 from pulsar_gateway.core.policies.policies import Policies
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "AuthenticatedRole",
     "AuthenticationService",
     "AuthorizationService",
+    "BacklogQuotaMonitor",
     "BacklogQuotas",
     "Policies",
 ]

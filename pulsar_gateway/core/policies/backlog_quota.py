@@ -13,44 +13,84 @@ it). ``-1`` means no limit. ``policy`` is the ``RetentionPolicy`` applied when t
 exceeded: ``producer_request_hold``, ``producer_exception`` or
 ``consumer_backlog_eviction``.
 
-Parsing and the retention cross-check are pure (tested without Redis);
+What a quota enforces (Pulsar ``BacklogQuotaManager``, ``PersistentTopic``): per type, the
+topic's quota, else its namespace's (:func:`applied_quotas`); a ``destination_storage`` quota
+with ``limitSize`` >= 0 is over when the slowest subscription's backlog, estimated in bytes,
+is larger; a ``message_age`` quota with ``limitTime`` > 0 when the oldest unacknowledged
+message is older (``MessageImpl.isEntryExpired``); size is checked before age. A new
+producer on a topic over a ``producer_request_hold`` or ``producer_exception`` quota is
+refused (:func:`check_producer`, the check ``ServerCnx.handleProducer`` makes), with one
+error per policy; what happens to producers already connected, and eviction, is the
+monitor's (:mod:`pulsar_gateway.core.policies.backlog_quota_monitor`).
+
+Parsing, the retention cross-check and the rules above are pure (tested without Redis);
 :class:`BacklogQuotas` reads and changes the maps.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from pulsar_gateway.core.errors import ConcurrentModification, ProducerBlockedQuotaExceeded
+from pulsar_gateway.core.errors import (
+    ConcurrentModification,
+    ProducerBlockedQuotaExceeded,
+    ProducerBlockedQuotaExceededError,
+    ProducerBlockedQuotaExceededException,
+)
 from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
 from pulsar_gateway.core.policies.policies import Policies
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import metadata, text, topics
+from pulsar_gateway.core.storage.scripts.topics import BacklogUsage, EvictionMode
 
 __all__ = [
     "BACKLOG_QUOTA_POLICY",
+    "CONSUMER_BACKLOG_EVICTION",
     "DEFAULT_QUOTA_TYPE",
+    "DESTINATION_STORAGE",
+    "EVICTION_SIZE_FACTOR",
+    "MESSAGE_AGE",
+    "PRODUCER_EXCEPTION",
+    "PRODUCER_REQUEST_HOLD",
     "QUOTA_TYPES",
+    "REFUSAL",
     "RETENTION_POLICIES",
     "BacklogQuotas",
+    "Eviction",
+    "Quota",
+    "applied_quotas",
     "check_producer",
+    "enforced_quota",
     "exceeds_retention",
+    "first_exceeded",
     "parse_backlog_quota",
     "parse_quota_type",
+    "resolve_quotas",
 ]
 
 #: Name of the policy (in the namespace and topic policy hashes) holding the quota map.
 BACKLOG_QUOTA_POLICY = "backlogQuota"
-#: ``BacklogQuota.BacklogQuotaType``
-QUOTA_TYPES = ("destination_storage", "message_age")
+#: ``BacklogQuota.BacklogQuotaType``: a limit on the backlog's size, or on its age.
+DESTINATION_STORAGE = "destination_storage"
+MESSAGE_AGE = "message_age"
+QUOTA_TYPES = (DESTINATION_STORAGE, MESSAGE_AGE)
 #: What Pulsar assumes when ``backlogQuotaType`` is absent (``internalSetBacklogQuota``).
-DEFAULT_QUOTA_TYPE = "destination_storage"
-#: ``BacklogQuota.RetentionPolicy``
-RETENTION_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+DEFAULT_QUOTA_TYPE = DESTINATION_STORAGE
+#: ``BacklogQuota.RetentionPolicy``: what a quota does to a topic over it.
+PRODUCER_REQUEST_HOLD = "producer_request_hold"
+PRODUCER_EXCEPTION = "producer_exception"
+CONSUMER_BACKLOG_EVICTION = "consumer_backlog_eviction"
+RETENTION_POLICIES = (PRODUCER_REQUEST_HOLD, PRODUCER_EXCEPTION, CONSUMER_BACKLOG_EVICTION)
 #: Pulsar's ``backlogQuotaDefaultRetentionPolicy``, used when a body names no policy.
-DEFAULT_RETENTION_POLICY = "producer_request_hold"
+DEFAULT_RETENTION_POLICY = PRODUCER_REQUEST_HOLD
+#: Eviction by size cuts the backlog to this share of the limit
+#: (``dropBacklogForSizeLimit``'s ``reductionFactor``).
+EVICTION_SIZE_FACTOR = 0.9
+#: Pulsar's refusal (``TopicBacklogQuotaExceededException``).
+REFUSAL = "Cannot create producer on topic with backlog quota exceeded"
 
 #: The retention policy's name in the policy hashes (pulsar_gateway/adapters/http/policies.py).
 RETENTION_POLICY = "retention"
@@ -187,41 +227,128 @@ class BacklogQuotas:
         raise ConcurrentModification("Concurrent modification")
 
 
-async def check_producer(policies: Policies, lane: Lane, topic: TopicName, keys: TopicKeys) -> None:
-    """Refuse a new producer when the topic's backlog is over a ``producer_exception``
-    size quota (Pulsar ``BacklogQuotaManager`` / ``PersistentTopic.checkBacklogQuotaExceeded``
-    at producer creation).
+# -- enforcement ---------------------------------------------------------------------------
 
-    The quota is the topic's ``destination_storage`` quota, else its namespace's (per type,
-    as Pulsar resolves ``getBacklogQuota``); the backlog is ``backlog_size.lua``'s estimate.
-    One cached policy read per producer creation, and one script call only when such a
-    quota is set. Other policies are not enforced: ``producer_request_hold`` and
-    ``consumer_backlog_eviction`` are stored and answered but change nothing, and
-    ``message_age`` quotas are not checked.
 
-    Raises:
-        ProducerBlockedQuotaExceeded: the backlog is over the limit.
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """What ``backlog_evict.lua`` is asked to do for a quota: evict ``mode`` when the
+    backlog is over ``limit`` (bytes, or ms of age), down to ``target``."""
+
+    mode: EvictionMode
+    limit: int
+    target: int
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """One quota a topic enforces.
+
+    Attributes:
+        quota_type: ``destination_storage`` or ``message_age``.
+        limit: bytes (``limitSize``) or seconds (``limitTime``).
+        policy: one of :data:`RETENTION_POLICIES`.
     """
-    quota = await _effective_quota(policies, topic, DEFAULT_QUOTA_TYPE)
-    if quota is None or quota.get("policy") != "producer_exception":
-        return
-    limit = quota.get("limitSize", -1)
-    if not isinstance(limit, int) or limit < 0:
-        return
-    backlog = await topics.backlog_size(lane, keys)
-    if backlog > limit:
-        raise ProducerBlockedQuotaExceeded(
-            "Cannot create producer on topic with backlog quota exceeded"
-        )
+
+    quota_type: str
+    limit: int
+    policy: str
+
+    @property
+    def blocks_producers(self) -> bool:
+        """Whether the policy refuses producers (eviction never does)."""
+        return self.policy != CONSUMER_BACKLOG_EVICTION
+
+    def exceeded_by(self, usage: BacklogUsage) -> bool:
+        """Whether ``usage`` is over this quota: a backlog larger than the size limit, or
+        an oldest unacknowledged message older than the age limit (``isEntryExpired``:
+        now > publish time + limit)."""
+        if self.quota_type == DESTINATION_STORAGE:
+            return usage.size > self.limit
+        return usage.age_ms > self.limit * 1000
+
+    def refusal(self) -> ProducerBlockedQuotaExceeded:
+        """The error refusing a producer, by policy (``ServerCnx.handleProducer``)."""
+        if self.policy == PRODUCER_REQUEST_HOLD:
+            return ProducerBlockedQuotaExceededError(REFUSAL)
+        return ProducerBlockedQuotaExceededException(REFUSAL)
+
+    def eviction(self) -> Eviction:
+        """What ``consumer_backlog_eviction`` does: by size, down to 90% of the limit
+        (``dropBacklogForSizeLimit``); by age, every message older than the limit (what
+        Pulsar's default ``dropBacklogForTimeLimit`` drops, ledgers all older than the
+        limit, here message by message: nothing younger is lost)."""
+        if self.quota_type == DESTINATION_STORAGE:
+            return Eviction(EvictionMode.SIZE, self.limit, int(self.limit * EVICTION_SIZE_FACTOR))
+        return Eviction(EvictionMode.AGE, self.limit * 1000, self.limit * 1000)
 
 
-async def _effective_quota(
-    policies: Policies, topic: TopicName, quota_type: str
-) -> dict[str, Any] | None:
-    for value in (
+def enforced_quota(quota_type: str, value: Any) -> Quota | None:
+    """The quota a stored quota value of ``quota_type`` enforces; None when it sets no
+    limit (``limitSize`` < 0, ``limitTime`` <= 0: Pulsar checks neither) or is not a
+    quota."""
+    if not isinstance(value, dict):
+        return None
+    field, lowest = ("limitSize", 0) if quota_type == DESTINATION_STORAGE else ("limitTime", 1)
+    limit = value.get(field)
+    policy = value.get("policy", DEFAULT_RETENTION_POLICY)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < lowest:
+        return None
+    if policy not in RETENTION_POLICIES:
+        return None
+    return Quota(quota_type, limit, policy)
+
+
+def resolve_quotas(topic_map: Any, namespace_map: Any) -> list[Quota]:
+    """The quotas a topic enforces, ``destination_storage`` first: for each type the
+    topic's quota if it sets one of that type, else its namespace's (Pulsar resolves
+    ``getBacklogQuota`` per type, so a topic's size quota leaves its namespace's age quota
+    in force)."""
+    quotas = []
+    for quota_type in QUOTA_TYPES:
+        value = None
+        for level in (topic_map, namespace_map):
+            if isinstance(level, dict) and quota_type in level:
+                value = level[quota_type]
+                break
+        quota = enforced_quota(quota_type, value)
+        if quota is not None:
+            quotas.append(quota)
+    return quotas
+
+
+def first_exceeded(quotas: list[Quota], usage: BacklogUsage) -> Quota | None:
+    """The first of ``quotas`` that ``usage`` is over (size before age, as Pulsar's
+    monitor checks them), None when none is."""
+    for quota in quotas:
+        if quota.exceeded_by(usage):
+            return quota
+    return None
+
+
+async def applied_quotas(policies: Policies, topic: TopicName) -> list[Quota]:
+    """The quotas ``topic`` enforces (:func:`resolve_quotas` over its cached policies)."""
+    return resolve_quotas(
         await policies.get_topic(topic, BACKLOG_QUOTA_POLICY),
         await policies.get_namespace(topic.namespace, BACKLOG_QUOTA_POLICY),
-    ):
-        if isinstance(value, dict) and isinstance(value.get(quota_type), dict):
-            return dict(value[quota_type])
-    return None
+    )
+
+
+async def check_producer(policies: Policies, lane: Lane, topic: TopicName, keys: TopicKeys) -> None:
+    """Refuse a new producer while the topic's backlog is over a ``producer_request_hold``
+    or ``producer_exception`` quota (``PersistentTopic.checkBacklogQuotaExceeded``, size
+    then age, at producer creation).
+
+    One cached policy read per producer creation, and one read-only script call only when
+    such a quota is set.
+
+    Raises:
+        ProducerBlockedQuotaExceededError: over a ``producer_request_hold`` quota.
+        ProducerBlockedQuotaExceededException: over a ``producer_exception`` quota.
+    """
+    quotas = [quota for quota in await applied_quotas(policies, topic) if quota.blocks_producers]
+    if not quotas:
+        return
+    quota = first_exceeded(quotas, await topics.backlog_usage(lane, keys))
+    if quota is not None:
+        raise quota.refusal()

@@ -121,7 +121,7 @@ def prelude() -> str:
 #: acknowledgements on, their replies are handed out whatever the ``WAIT`` answers.
 READ_ONLY: Final = frozenset(
     {
-        "backlog_size",
+        "backlog_usage",
         "internal_stats",
         "last_message_id",
         "position_at_time",

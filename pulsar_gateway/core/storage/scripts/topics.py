@@ -1,6 +1,6 @@
 """Typed calls of the topic metadata and lifecycle scripts: ``partitioned_metadata``,
-``copy_subscriptions``, ``delete_topic``, ``topic_maintenance``, ``backlog_size``,
-``compaction`` and ``register_schema``."""
+``copy_subscriptions``, ``delete_topic``, ``topic_maintenance``, ``backlog_usage``,
+``backlog_evict``, ``compaction`` and ``register_schema``."""
 
 from __future__ import annotations
 
@@ -21,12 +21,15 @@ from pulsar_gateway.core.storage.keys import TopicKeys
 from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, count_or_none, text
 
 __all__ = [
+    "BacklogUsage",
     "CompactionBegin",
     "CompactionStart",
     "DeleteTopicStatus",
+    "EvictionMode",
     "MaintenanceReply",
     "MetadataOperation",
-    "backlog_size",
+    "backlog_evict",
+    "backlog_usage",
     "compaction_begin",
     "compaction_commit",
     "compaction_fail",
@@ -219,9 +222,65 @@ def topic_maintenance(
     )
 
 
-def backlog_size(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[int]:
-    """The estimated bytes of the topic partition's largest subscription backlog."""
-    return lane.eval(SCRIPTS["backlog_size"], [keys.stream], [], int)
+# -- backlog quotas ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogUsage:
+    """What a topic partition's backlog uses of its quotas (``backlog_usage.lua``).
+
+    Attributes:
+        size: the slowest subscription's backlog, estimated in bytes.
+        age_ms: the age of the oldest message a subscription has not acknowledged, -1 when
+            there is none.
+    """
+
+    size: int
+    age_ms: int
+
+
+def _usage_reply(reply: list[Any]) -> BacklogUsage:
+    return BacklogUsage(int(reply[0]), int(reply[1]))
+
+
+def backlog_usage(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[BacklogUsage]:
+    """The topic partition's backlog size and the age of its oldest unacknowledged message."""
+    return lane.eval(SCRIPTS["backlog_usage"], [keys.stream], [], _usage_reply)
+
+
+class EvictionMode(enum.StrEnum):
+    """Which quota ``backlog_evict.lua`` enforces."""
+
+    SIZE = "size"
+    AGE = "age"
+
+
+def backlog_evict(
+    lane: ScriptRunner,
+    keys: TopicKeys,
+    *,
+    mode: EvictionMode,
+    limit: int,
+    target: int,
+    subscriptions: Sequence[str],
+) -> asyncio.Future[int | None]:
+    """Drop the oldest unacknowledged messages of ``subscriptions`` (the names just read
+    from the subscriptions hash) if the backlog is over ``limit`` (bytes, or ms of age),
+    down to ``target``. Resolves with the number of subscriptions whose backlog was cut,
+    None when the backlog was not over the limit (nothing changed)."""
+    script_keys = [keys.stream]
+    for name in subscriptions:
+        script_keys += [keys.delayed(name), keys.ack_sets(name)]
+
+    def decode(reply: list[Any]) -> int | None:
+        return int(reply[1]) if int(reply[0]) else None
+
+    return lane.eval(
+        SCRIPTS["backlog_evict"],
+        script_keys,
+        [str(mode), limit, target, *subscriptions],
+        decode,
+    )
 
 
 # -- compaction ----------------------------------------------------------------------------
