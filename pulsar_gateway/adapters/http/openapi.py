@@ -621,7 +621,7 @@ def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     responses["default"] = {
         "description": "Error: 400/412 invalid input, 401/403 not authorised, 404 missing, "
-        "409 conflict, 503 Redis unavailable",
+        "409 conflict, 503 Redis unavailable (or, for a producer, a backlog quota exceeded)",
         "content": error,
     }
     operation: dict[str, Any] = {
