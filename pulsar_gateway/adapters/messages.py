@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 from binascii import b2a_base64
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
@@ -27,6 +28,7 @@ from pulsar_gateway.adapters.pulsar_binary.codec import (
     encode_metadata,
     make_blob,
     parse_batch,
+    proto_text,
     read_stored_blob,
 )
 from pulsar_gateway.adapters.pulsar_binary.entry_format import compress, decompress
@@ -133,6 +135,10 @@ class ReceivedMessage:
     encrypted: bool = False
 
 
+def _properties(properties: Iterable[pb.KeyValue]) -> dict[str, str]:
+    return {proto_text(kv.key): proto_text(kv.value) for kv in properties}
+
+
 def _unacked(ack_set: tuple[int, ...], index: int) -> bool:
     # Pulsar's ack set: bit i of word i // 64 set = message i not yet acknowledged.
     word = index // 64
@@ -173,11 +179,11 @@ def unpack_entry(
             ReceivedMessage(
                 base,
                 payload,
-                md.partition_key if md.HasField("partition_key") else None,
-                {kv.key: kv.value for kv in md.properties} if md.properties else {},
+                proto_text(md.partition_key) if md.HasField("partition_key") else None,
+                _properties(md.properties) if md.properties else {},
                 md.publish_time,
                 md.event_time,
-                md.producer_name,
+                proto_text(md.producer_name),
                 md.sequence_id,
                 redelivery_count,
                 md.ordering_key if md.HasField("ordering_key") else None,
@@ -199,11 +205,11 @@ def unpack_entry(
             ReceivedMessage(
                 message_id=MessageId(base.ledger_id, base.entry_id, partition, index),
                 payload=data,
-                key=single.partition_key if single.HasField("partition_key") else None,
-                properties={kv.key: kv.value for kv in single.properties},
+                key=proto_text(single.partition_key) if single.HasField("partition_key") else None,
+                properties=_properties(single.properties),
                 publish_time=md.publish_time,
                 event_time=single.event_time,
-                producer_name=md.producer_name,
+                producer_name=proto_text(md.producer_name),
                 # the client numbers a batch's messages from the entry's sequence id
                 sequence_id=single.sequence_id
                 if single.HasField("sequence_id")

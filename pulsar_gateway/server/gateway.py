@@ -16,7 +16,7 @@ from types import TracebackType
 from aiohttp import web
 from redis.asyncio import Redis
 
-from pulsar_gateway.adapters.http.app import make_app
+from pulsar_gateway.adapters.http.app import SERVER_LOGGER, make_app
 from pulsar_gateway.adapters.pulsar_binary.entry_format import BinaryEntryInspector
 from pulsar_gateway.adapters.pulsar_binary.server import BinaryServer
 from pulsar_gateway.core import Services
@@ -112,7 +112,7 @@ class Gateway:
         self._binary = binary
         self.port = binary.port
         self.port_tls = binary.port_tls
-        runner = web.AppRunner(make_app(services), access_log=None)
+        runner = web.AppRunner(make_app(services), access_log=None, logger=SERVER_LOGGER)
         await runner.setup()
         self._http_runner = runner
         self.http_port = await _serve_http(runner, config.bind, config.http_port, None)

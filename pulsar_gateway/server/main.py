@@ -42,13 +42,22 @@ async def serve(config: GatewayConfig) -> None:
         await gateway.stop()
 
 
+class OneLineFormatter(logging.Formatter):
+    """One line per record (tracebacks aside): messages quote what clients sent (topic,
+    producer and subscription names), and a name holding a line break must not start a
+    line of its own that looks like a record of the gateway (log forging)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        if "\n" in record.message or "\r" in record.message:
+            record.message = record.message.replace("\r", "\\r").replace("\n", "\\n")
+        return super().formatMessage(record)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_config(argv)
-    logging.basicConfig(
-        level=config.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=config.log_level, handlers=[handler])
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(config))
     return 0

@@ -10,6 +10,8 @@ connection, never another client's.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import random
 import struct
 import threading
@@ -18,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import aiohttp
 import pulsar
 import pytest
 
@@ -26,6 +29,7 @@ from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, GatewayThread
 from tests.frames import command
 from tests.rawclient import RawConnection, raw
+from tests.wsclient import connect, consumer_url
 
 T = pb.BaseCommand.Type
 
@@ -562,3 +566,87 @@ def test_no_message_lost_while_bad_inputs_arrive(gateway: GatewayThread, live: L
     assert received == sent, "Shared consumer with one member keeps the order"
     with pytest.raises(pulsar.Timeout):
         live.consumer.receive(timeout_millis=300)
+
+
+# -- metadata no client library would write, read back through every front ----------------
+
+
+def _length_delimited(number: int, data: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(data)]) + data
+
+
+async def _peek_headers(url: str) -> tuple[int, dict[str, str], bytes]:
+    """GET with aiohttp's client, whose parser refuses a malformed response."""
+    timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as resp:
+        return resp.status, dict(resp.headers), await resp.read()
+
+
+def test_hostile_metadata_is_relayed_and_readable_everywhere(
+    gateway: GatewayThread, client: Any, live: LivePair
+) -> None:
+    """What the fuzzer stored and other fronts could not read: string fields that are not
+    UTF-8 (upb hands them over as bytes), control characters and separators in property
+    names and values, times beyond year 9999, then a payload its codec cannot read. The
+    official consumer gets the first as sent; the WebSocket consumer gets it as JSON (U+FFFD
+    for the bytes, Java's signed years for the times); the admin peek answers 200 for both
+    with headers a strict HTTP parser accepts, the second's payload served as stored."""
+    topic = new_topic("hostile-meta")
+    local = topic.rsplit("/", 1)[1]
+    consumer = client.subscribe(topic, "official")
+    client.subscribe(topic, "peek").close()  # a backlog nobody consumes, for the admin peek
+    metadata = pb.MessageMetadata(
+        producer_name="raw", sequence_id=0, publish_time=2**63 - 1, event_time=2**63 - 1
+    )
+    metadata.properties.add(key="a b:\u00e9", value="line\r\nbreak\x00")
+    hostile = (
+        metadata.SerializeToString()
+        + _length_delimited(4, _length_delimited(1, b"k\xff") + _length_delimited(2, b"\xfe"))
+        + _length_delimited(6, b"key\xc3\x28")  # partition_key
+    )
+    unreadable = pb.MessageMetadata(
+        producer_name="raw",
+        sequence_id=1,
+        publish_time=1,
+        compression=pb.LZ4,
+        uncompressed_size=100,
+    )
+
+    def send_raw() -> None:
+        with raw(gateway) as conn:
+            conn.handshake()
+            conn.create_producer(topic)
+            for sequence, meta, payload in (
+                (0, hostile, b"hostile"),
+                (1, unreadable.SerializeToString(), b"not lz4 at all"),
+            ):
+                blob = codec.make_blob(meta, payload)
+                conn.send_payload(command(T.SEND, producer_id=1, sequence_id=sequence), blob)
+                assert conn.expect(T.SEND_RECEIPT).send_receipt.sequence_id == sequence
+
+    async def websocket_message() -> dict[str, Any]:
+        async with connect(consumer_url(gateway, local, "ws", subscriptionType="Shared")) as ws:
+            send_raw()
+            message: dict[str, Any] = await ws.receive()
+            assert await ws.nothing_within(0.3)  # the unreadable one is skipped
+            return message
+
+    pushed = asyncio.run(websocket_message())
+    assert base64.b64decode(pushed["payload"]) == b"hostile"
+    assert pushed["publishTime"] == pushed["eventTime"] == "+292278994-08-17T07:12:55.807Z"
+    assert pushed["key"] == "key\ufffd("
+    assert pushed["properties"] == {"a b:\u00e9": "line\r\nbreak\x00", "k\ufffd": "\ufffd"}
+    received = consumer.receive(timeout_millis=int(TIMEOUT * 1000))
+    assert received.data() == b"hostile"  # relayed as sent
+    consumer.acknowledge(received)
+
+    peek = f"{gateway.http_url}/admin/v2/persistent/public/default/{local}/subscription/peek"
+    status, headers, body = asyncio.run(_peek_headers(f"{peek}/position/1"))
+    assert (status, body) == (200, b"hostile")
+    assert headers["X-Pulsar-publish-time"] == "+292278994-08-17T07:12:55.807Z"
+    assert headers["X-Pulsar-partition-key"] == "key\ufffd("
+    assert headers["X-Pulsar-PROPERTY-a%20b%3A%C3%A9"] == "line  break"
+    assert headers["X-Pulsar-PROPERTY-k%EF%BF%BD"] == "\ufffd"
+    status, headers, body = asyncio.run(_peek_headers(f"{peek}/position/2"))
+    assert (status, body) == (200, b"not lz4 at all")
+    assert headers["X-Pulsar-compression"] == "LZ4"

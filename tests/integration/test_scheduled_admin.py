@@ -147,6 +147,16 @@ def test_list_without_consumer_in_deliver_at_order(gateway, client, topic, redis
     assert listing(gateway, topic, "s", "?offset=0&limit=1000")["messages"] == expected
 
 
+def test_a_delivery_time_beyond_any_calendar_is_listed(gateway, client, topic):
+    """A producer may ask for deliver_at 2**63 - 1: Redis then writes the index's score in
+    exponent form, which answered 500 (the fuzzer's admin reads found it)."""
+    create_subscription(client, topic, "s")
+    mid = client.create_producer(topic).send(b"never", deliver_at=2**63 - 1)
+    [entry] = listing(gateway, topic, "s")["messages"]
+    assert entry["messageId"] == mid_path(mid)
+    assert entry["deliverAt"] == int(float(2**63 - 1))  # the double Redis keeps
+
+
 def test_listing_is_per_subscription_and_empties_as_messages_are_delivered(gateway, client, topic):
     create_subscription(client, topic, "idle")
     consumer = shared(client, topic, "live")

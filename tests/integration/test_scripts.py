@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from redis.asyncio import Redis
@@ -281,6 +282,23 @@ async def redis_now_ms(storage: Lane) -> int:
 async def pending_at(storage: Lane, consumer: str) -> list[tuple[bytes, int]]:
     rows = await storage.call("XPENDING", KEYS.stream, SUB, "-", "+", 100, consumer)
     return [(row[0], row[3]) for row in rows]
+
+
+async def test_native_read_of_a_deleted_subscription_leaves_no_error_unread(storage, caplog):
+    """The subscription deleted under the read (an unsubscribe from another client): the
+    script and the XREADGROUP both fail with NOGROUP. The caller gets one error, also when
+    it gave up on the result; asyncio must not find the other one never retrieved (the
+    fuzzer saw it logged as an ERROR)."""
+    await append(storage, 2)
+    first = dispatch_native(storage, "g-1", permits=5)
+    with pytest.raises(StorageError, match="NOGROUP"):
+        await first
+    abandoned = dispatch_native(storage, "g-1", permits=5)
+    abandoned.cancel()
+    await asyncio.sleep(0.05)  # both parts answered
+    del first, abandoned
+    gc.collect()
+    assert "never retrieved" not in caplog.text
 
 
 async def test_native_read_shares_one_pipeline_and_keeps_permits_in_messages(storage):

@@ -180,6 +180,28 @@ async def test_v3_consumer_needs_topics_or_a_pattern(gateway: Any, topic: str) -
     assert status == 400
 
 
+async def test_v3_pattern_that_backtracks_does_not_stall_the_gateway(
+    gateway: Any, client_factory: Any, topic: str
+) -> None:
+    """``(a+)+`` against a name of forty a's and a b: a backtracking engine tries 2^40 ways
+    (the fuzzer's first finding stopped every session of a gateway). Matched by RE2, the
+    consumer opens at once and finds nothing while an official client keeps working."""
+    client = client_factory(gateway.url)
+    client.create_producer(f"{topic}-{'a' * 40}b").close()
+    pattern = f"persistent://public/default/{topic}-(a+)+"
+    url = ws_url(gateway, "/ws/v3/consumer/redos", topicsPattern=pattern)
+    async with connect(url) as ws:
+        consumer = client.subscribe(f"{topic}-live", "s")
+        client.create_producer(f"{topic}-live").send(b"still served")
+        assert consumer.receive(timeout_millis=int(TIMEOUT * 1000)).data() == b"still served"
+        assert await ws.nothing_within(0.3)
+    # RE2 has no backreferences or lookaround: such a pattern is refused with the reason
+    status, body = await refused(
+        ws_url(gateway, "/ws/v3/consumer/s", topicsPattern=f"{topic}-(a)\\1")
+    )
+    assert status == 400 and "Invalid topicsPattern" in body["reason"]
+
+
 async def test_v3_ack_of_an_unknown_id_gets_an_error(gateway: Any, topic: str) -> None:
     url = ws_url(gateway, "/ws/v3/consumer/sub", topics=f"{full(topic)}-a,{full(topic)}-b")
     ids = await produce(gateway, f"{topic}-c", 1)

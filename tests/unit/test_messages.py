@@ -138,3 +138,26 @@ def test_message_id_accepts_the_url_safe_alphabet() -> None:
 def test_bad_message_ids_raise_value_error(text: str) -> None:
     with pytest.raises(ValueError):
         decode_message_id(text)
+
+
+def _length_delimited(number: int, data: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(data)]) + data
+
+
+def test_text_that_is_not_utf8_is_read_with_replacement_characters() -> None:
+    """A producer of the binary protocol may send string fields that are not UTF-8 (upb then
+    hands over bytes): readers of text get U+FFFD in their place, as Pulsar's LightProto
+    decodes them, and nothing fails (the fuzzer broke a WebSocket consumer with one)."""
+    bad = b"k\xff\xfe"
+    metadata = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1)
+    raw = (
+        metadata.SerializeToString()
+        + _length_delimited(1, b"prod\xc3\x28")  # producer_name (the last one counts)
+        + _length_delimited(4, _length_delimited(1, bad) + _length_delimited(2, bad))
+        + _length_delimited(6, bad)  # partition_key
+    )
+    [got] = unpack_entry(b"5-0", make_blob(raw, b"payload"), partition=-1, redelivery_count=0)
+    assert got.producer_name == "prod\ufffd("
+    assert got.key == "k\ufffd\ufffd"
+    assert got.properties == {"k\ufffd\ufffd": "k\ufffd\ufffd"}
+    assert got.payload == b"payload"

@@ -41,3 +41,13 @@ def test_the_string_cache_stays_bounded_and_correct(monkeypatch: pytest.MonkeyPa
     data = pack_commands([("GET", key) for key in keys] * 2)
     assert read_back(data) == [[b"GET", key.encode()] for key in keys] * 2
     assert len(lane._encoded) <= 10
+
+
+def test_long_strings_are_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client may name a topic with 300,000 characters: such keys are packed, not kept
+    (the fuzzer saw a gateway grow by 47 MiB of cached keys)."""
+    monkeypatch.setattr(lane, "_encoded", {})
+    long_key = "pgw:{persistent://public/default/" + "y" * 300_000 + "}:stream"
+    data = pack_commands([("XLEN", long_key), ("XLEN", "short")])
+    assert read_back(data) == [[b"XLEN", long_key.encode()], [b"XLEN", b"short"]]
+    assert set(lane._encoded) == {"XLEN", "short"}

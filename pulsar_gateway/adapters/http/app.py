@@ -9,9 +9,11 @@ like the rest of the admin API.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from pulsar_gateway.adapters.http import (
@@ -32,7 +34,7 @@ from pulsar_gateway.adapters.resource import SERVICES
 from pulsar_gateway.adapters.websocket import routes as websocket
 from pulsar_gateway.core import Services, StorageError
 
-__all__ = ["make_app"]
+__all__ = ["SERVER_LOGGER", "make_app"]
 
 
 async def health(request: web.Request) -> web.Response:
@@ -87,6 +89,28 @@ async def json_errors(
         if exc.status < 400:
             raise
         return web.json_response({"reason": exc.reason}, status=exc.status)
+
+
+class _ClientErrors(logging.Filter):
+    """aiohttp logs a request it cannot parse (answered 400 by aiohttp itself: a request
+    line or header too long, a malformed header) as an ERROR with a traceback. A client's
+    bad bytes are not a fault of the gateway, and a client could fill the log with them:
+    such records become one INFO line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError) and exc.code < 500:
+            record.msg = f"{record.getMessage()}: {exc.code} {exc.message}"[:500]
+            record.args = ()
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info = record.exc_text = None
+            return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+        return True
+
+
+#: The logger of the aiohttp server (``web.AppRunner(..., logger=SERVER_LOGGER)``).
+SERVER_LOGGER = logging.getLogger("pulsar_gateway.http")
+SERVER_LOGGER.addFilter(_ClientErrors())
 
 
 def make_app(services: Services) -> web.Application:

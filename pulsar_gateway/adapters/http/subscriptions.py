@@ -40,10 +40,11 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.pulsar_binary.codec import CodecError, parse_blob
+from pulsar_gateway.adapters.pulsar_binary.codec import CodecError, parse_blob, proto_text
 from pulsar_gateway.adapters.pulsar_binary.entry_format import decompress
 from pulsar_gateway.adapters.resource import (
     Body,
@@ -222,6 +223,24 @@ async def reset_to(services: Services, request: web.Request) -> None:
 # -- reading entries -------------------------------------------------------------------------
 
 
+#: C0 control characters and DEL: a CR or LF in a header would end it (aiohttp refuses to
+#: send one), the others no HTTP client expects
+_CONTROL = {c: " " for c in (*range(0x20), 0x7F) if c != 0x09}
+
+
+def _header(value: str | bytes) -> str:
+    """Message metadata as a header value: the client's text (:func:`proto_text`) with
+    control characters as spaces, so whatever a producer sent, the headers stay well formed."""
+    return proto_text(value).translate(_CONTROL)
+
+
+def _header_name(key: str | bytes) -> str:
+    """A message property's name in a header name, which must be an HTTP token (RFC 9110
+    5.6.2): other characters (spaces, non-ASCII, separators) and ``%`` are percent-encoded
+    as UTF-8, so any name a producer set arrives, and ``unquote`` gives it back."""
+    return quote(proto_text(key), safe="!#$&'*+-.^_`|~")
+
+
 def _flag_text(value: bool) -> str:
     return "true" if value else "false"
 
@@ -232,13 +251,21 @@ def _entry_response(entry: StoredEntry) -> web.Response:
     ``X-Pulsar-num-batch-message``), and the metadata as headers."""
     try:
         parsed = parse_blob(entry.blob)
-        md = parsed.metadata
-        data = decompress(md.compression, parsed.payload, md.uncompressed_size)
-    except (CodecError, EntryFormatError) as exc:
+    except CodecError as exc:  # the binary front parses every entry before storing it
         raise fail(web.HTTPInternalServerError, f"Stored entry is unreadable: {exc}") from None
+    md = parsed.metadata
+    try:
+        data = decompress(md.compression, parsed.payload, md.uncompressed_size)
+    except EntryFormatError:
+        # A producer may store a payload its codec cannot read (the gateway relays entries
+        # as sent): it is served as stored, X-Pulsar-compression naming the codec it claims,
+        # rather than an error for a request that is sound.
+        data = parsed.payload
     mid = entry.message_id
     headers: list[tuple[str, str]] = [("X-Pulsar-Message-ID", f"{mid.ledger_id}:{mid.entry_id}")]
-    headers += [(f"X-Pulsar-PROPERTY-{p.key}", p.value) for p in md.properties]
+    headers += [
+        (f"X-Pulsar-PROPERTY-{_header_name(p.key)}", _header(p.value)) for p in md.properties
+    ]
     headers.append(("X-Pulsar-publish-time", format_time(md.publish_time)))
     if md.HasField("event_time"):
         headers.append(("X-Pulsar-event-time", format_time(md.event_time)))
@@ -253,19 +280,19 @@ def _entry_response(entry: StoredEntry) -> web.Response:
         headers.append(("X-Pulsar-PROPERTY-TOTAL-CHUNKS", str(md.num_chunks_from_msg)))
         headers.append(("X-Pulsar-PROPERTY-CHUNK-ID", str(md.chunk_id)))
     headers.append(("X-Pulsar-Is-Encrypted", _flag_text(len(md.encryption_keys) > 0)))
-    headers.append(("X-Pulsar-producer-name", md.producer_name))
+    headers.append(("X-Pulsar-producer-name", _header(md.producer_name)))
     headers.append(("X-Pulsar-sequence-id", str(md.sequence_id)))
     if md.HasField("replicated_from"):
-        headers.append(("X-Pulsar-replicated-from", md.replicated_from))
-    headers += [("X-Pulsar-replicated-to", cluster) for cluster in md.replicate_to]
+        headers.append(("X-Pulsar-replicated-from", _header(md.replicated_from)))
+    headers += [("X-Pulsar-replicated-to", _header(cluster)) for cluster in md.replicate_to]
     if md.HasField("partition_key"):
-        headers.append(("X-Pulsar-partition-key", md.partition_key))
+        headers.append(("X-Pulsar-partition-key", _header(md.partition_key)))
     if md.HasField("compression"):
         headers.append(("X-Pulsar-compression", pb.CompressionType.Name(md.compression)))
     if md.HasField("uncompressed_size"):
         headers.append(("X-Pulsar-uncompressed-size", str(md.uncompressed_size)))
     if md.HasField("encryption_algo"):
-        headers.append(("X-Pulsar-encryption-algo", md.encryption_algo))
+        headers.append(("X-Pulsar-encryption-algo", _header(md.encryption_algo)))
     headers += [
         ("X-Pulsar-Base64-encryption-keys", base64.b64encode(k.SerializeToString()).decode())
         for k in md.encryption_keys
@@ -292,7 +319,7 @@ def _entry_response(entry: StoredEntry) -> web.Response:
         ("chunk_id", "X-Pulsar-chunk-id"),
     )
     if md.HasField("uuid"):
-        headers.append(("X-Pulsar-uuid", md.uuid))
+        headers.append(("X-Pulsar-uuid", _header(md.uuid)))
     for field, header in optional_numbers:
         if md.HasField(field):
             headers.append((header, str(getattr(md, field))))

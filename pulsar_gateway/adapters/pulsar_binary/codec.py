@@ -80,6 +80,7 @@ __all__ = [
     "make_blob",
     "parse_batch",
     "parse_blob",
+    "proto_text",
     "read_stored_blob",
     "send_receipt_pieces",
 ]
@@ -295,6 +296,15 @@ class Frame:
 
 
 _M = TypeVar("_M", pb.BaseCommand, pb.MessageMetadata, pb.SingleMessageMetadata)
+
+
+def proto_text(value: str | bytes) -> str:
+    """A string field of a parsed message, as Pulsar reads it. upb hands over a proto2
+    string that is not valid UTF-8 as ``bytes``; Pulsar's LightProto decodes such bytes with
+    replacement characters (U+FFFD), and so does this. Such a field is kept as sent where
+    the entry is stored and relayed (the binary protocol); only readers of its text see the
+    replacements."""
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
 
 def _parse_proto(message: _M, data: bytes, what: str) -> _M:

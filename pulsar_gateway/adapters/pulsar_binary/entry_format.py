@@ -31,6 +31,7 @@ from pulsar_gateway.adapters.pulsar_binary.codec import (
     make_blob,
     parse_batch,
     parse_blob,
+    proto_text,
 )
 from pulsar_gateway.core import EntryFormatError, MessageKey
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
@@ -104,7 +105,7 @@ class BinaryEntryInspector:
         except CodecError as exc:
             raise EntryFormatError(str(exc)) from exc
         if not _readable_batch(metadata):
-            key = metadata.partition_key if metadata.HasField("partition_key") else None
+            key = proto_text(metadata.partition_key) if metadata.HasField("partition_key") else None
             if metadata.HasField("uncompressed_size"):
                 empty = metadata.uncompressed_size == 0
             else:
@@ -116,7 +117,7 @@ class BinaryEntryInspector:
             if single.compacted_out:
                 out.append(MessageKey(None, True))
             else:
-                key = single.partition_key if single.HasField("partition_key") else None
+                key = proto_text(single.partition_key) if single.HasField("partition_key") else None
                 out.append(MessageKey(key, single.null_value or not data))
         return out
 

@@ -452,7 +452,7 @@ class Session:
         metadata = cmd.payload.metadata
         size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
         sticky_key = _sticky_key(metadata)
-        chunk = f"{metadata.chunk_id}:{metadata.uuid}" if cmd.is_chunk else None
+        chunk = f"{metadata.chunk_id}:{codec.proto_text(metadata.uuid)}" if cmd.is_chunk else None
         # MessageMetadata.deliver_at_time (19): deliver_at / deliver_after (PIP-26)
         deliver_at = metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
         producer_id, sequence_id = cmd.producer_id, cmd.sequence_id
@@ -823,7 +823,7 @@ def _sticky_key(metadata: pb.MessageMetadata) -> bytes | None:
     if metadata.HasField("ordering_key"):
         return metadata.ordering_key
     if metadata.HasField("partition_key"):
-        key = metadata.partition_key
+        key = codec.proto_text(metadata.partition_key)
         if metadata.partition_key_b64_encoded:
             with contextlib.suppress(ValueError):
                 return base64.b64decode(key)

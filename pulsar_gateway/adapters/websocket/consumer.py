@@ -49,7 +49,6 @@ import contextlib
 import enum
 import logging
 import math
-import re
 import secrets
 from collections import deque
 from collections.abc import Coroutine
@@ -70,6 +69,7 @@ from pulsar_gateway.adapters.websocket.params import (
     MultiTopicParams,
     ProducerParams,
     ReaderParams,
+    topics_regex,
 )
 from pulsar_gateway.adapters.websocket.producer import TopicProducer, dead_letter_producer_name
 from pulsar_gateway.adapters.websocket.session import Session
@@ -757,7 +757,7 @@ class ConsumerEndpoint:
         multi = self._multi
         assert multi is not None and multi.pattern is not None
         assert multi.pattern_namespace is not None
-        regex = re.compile(multi.pattern)
+        regex = topics_regex(multi.pattern)
         names = await self.services.topics.topics(multi.pattern_namespace, multi.pattern_domain)
         listed: set[str] = set()
         for text in names:

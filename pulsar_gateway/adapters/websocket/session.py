@@ -26,6 +26,7 @@ from typing import NoReturn
 from aiohttp import WSCloseCode, web
 from aiohttp.http import WebSocketWriter
 
+from pulsar_gateway.adapters.resource import fail as http_fail
 from pulsar_gateway.adapters.resource import websocket_status
 from pulsar_gateway.adapters.websocket.params import ParamError
 from pulsar_gateway.core import (
@@ -54,7 +55,7 @@ _MAX_REASON = 123
 
 def fail(status: type[web.HTTPException], reason: str) -> NoReturn:
     """Refuse the upgrade; the ``json_errors`` middleware writes ``{"reason": ...}``."""
-    raise status(reason=reason.replace("\n", " "))
+    raise http_fail(status, reason)
 
 
 def fail_for(services: Services, exc: Exception, what: str) -> NoReturn:
@@ -213,12 +214,16 @@ async def serve_frames(
     session: Session, on_text: Callable[[str], Awaitable[None]], on_binary: Callable[[], str]
 ) -> None:
     """Read frames until the peer closes: text frames go to ``on_text``; a binary frame
-    gets the error text ``on_binary()`` returns."""
-    async for msg in session.ws:
-        if msg.type == web.WSMsgType.TEXT:
-            await on_text(msg.data)
-        elif msg.type == web.WSMsgType.BINARY:
-            await session.send(on_binary())
-        elif msg.type == web.WSMsgType.ERROR:
-            log.debug("WebSocket error: %s", session.ws.exception())
-            return
+    gets the error text ``on_binary()`` returns. A peer that vanished (aiohttp's answer to
+    its PING, or a reply, finds the socket closing) ends the session like a close does."""
+    try:
+        async for msg in session.ws:
+            if msg.type == web.WSMsgType.TEXT:
+                await on_text(msg.data)
+            elif msg.type == web.WSMsgType.BINARY:
+                await session.send(on_binary())
+            elif msg.type == web.WSMsgType.ERROR:
+                log.debug("WebSocket error: %s", session.ws.exception())
+                return
+    except ConnectionResetError as exc:
+        log.debug("WebSocket peer gone: %s", exc)

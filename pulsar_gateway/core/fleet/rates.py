@@ -54,6 +54,11 @@ log = logging.getLogger(__name__)
 REPORT_INTERVAL = 5.0
 #: A report older than this many intervals belongs to a gateway that stopped.
 STALE_INTERVALS = 3
+#: Reports in a row a topic may go without clients or traffic on this gateway before its
+#: meters are dropped (its counters start again from zero should clients come back), as a
+#: Pulsar broker drops the stats of a topic it unloads. Without this a gateway would keep
+#: meters for every topic a client ever named.
+IDLE_REPORTS = 60
 
 
 @dataclass(slots=True)
@@ -102,6 +107,8 @@ class TopicMeters:
 
     rate_in: Meter = field(default_factory=Meter)
     rate_out: dict[str, Meter] = field(default_factory=dict)
+    #: reports in a row without clients or traffic (see :data:`IDLE_REPORTS`)
+    idle_reports: int = 0
 
     def out(self, subscription: str) -> Meter:
         meter = self.rate_out.get(subscription)
@@ -265,9 +272,14 @@ class RateReporter:
                 continue
             if meters.rate_in.idle and all(m.idle for m in meters.rate_out.values()):
                 # no clients and no traffic in the last interval: stop reporting it; its
-                # counters stay, should clients come back
+                # counters stay a while, should clients come back
+                meters.idle_reports += 1
+                if meters.idle_reports >= IDLE_REPORTS:
+                    del self._meters.topics[topic]
                 continue
             report(topic)
+        for topic in out:
+            self._meters.topic(topic).idle_reports = 0
         return out
 
     async def report(self) -> None:

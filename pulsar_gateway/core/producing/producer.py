@@ -78,6 +78,11 @@ def count_in(
     topic_meter.add(num_messages, size)
 
 
+def _read_outcome(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def generate_producer_name(cluster: str, gateway_id: str) -> str:
     """A fleet-unique producer name, in the shape of Java's ``<cluster>-<broker>-<n>``."""
     return f"{cluster}-{gateway_id}-{next(_names)}"
@@ -199,6 +204,9 @@ class Producer:
         self.schema_version: int | None = None
         self.delayed_delivery = DelayedDeliveryPolicy()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # A queued producer's client may be gone before its turn comes, and nobody awaits
+        # the refusal then: reading it here keeps asyncio from logging it as unhandled.
+        self.ready.add_done_callback(_read_outcome)
         self.waiting = False
         self.on_lost: Callable[[ProducerHandle], None] | None = None
         self.closed = False

@@ -104,9 +104,11 @@ def _arg(value: Any) -> bytes:
 
 #: The RESP encoding of recently packed strings (command names, keys, script hashes): every
 #: append repeats its command name and stream key, so each is encoded once. Cleared when
-#: it outgrows _ENCODED_MAX, so a gateway serving many topics stays bounded.
+#: it outgrows _ENCODED_MAX, and only strings up to _ENCODED_LONGEST characters are kept
+#: (a client may name a topic with 300,000 characters), so it stays within a few MiB.
 _encoded: dict[str, bytes] = {}
-_ENCODED_MAX = 50_000
+_ENCODED_MAX = 20_000
+_ENCODED_LONGEST = 256
 
 
 def _bulk(value: Any) -> bytes:
@@ -125,9 +127,11 @@ def pack_commands(commands: Sequence[tuple[Any, ...]]) -> bytes:
             if type(value) is str:
                 bulk = encoded.get(value)
                 if bulk is None:
-                    if len(encoded) >= _ENCODED_MAX:
-                        encoded.clear()
-                    bulk = encoded[value] = _bulk(value)
+                    bulk = _bulk(value)
+                    if len(value) <= _ENCODED_LONGEST:
+                        if len(encoded) >= _ENCODED_MAX:
+                            encoded.clear()
+                        encoded[value] = bulk
                 append(bulk)
             elif type(value) is bytes:
                 if len(value) < 4096:  # one piece; a large value is not copied twice

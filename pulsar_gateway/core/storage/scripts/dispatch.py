@@ -226,17 +226,22 @@ def dispatch_native(
     result: asyncio.Future[DispatchReply] = asyncio.get_running_loop().create_future()
 
     def combine(_: asyncio.Future[Any]) -> None:
-        if not (control.done() and read.done()) or result.done():
+        if not (control.done() and read.done()):
             return
-        for part in (control, read):
+        # Both outcomes are read, also when the caller gave up on the result, so a failure
+        # of each (the subscription deleted under both: NOGROUP) is retrieved, not reported
+        # by asyncio as never retrieved.
+        errors = [part.exception() for part in (control, read) if not part.cancelled()]
+        if result.done():
+            return
+        if control.cancelled() or read.cancelled():
             # the caller abandons the consumer, which hands back whatever either one left
             # pending at it
-            if part.cancelled():
-                result.cancel()
-                return
-            if (exc := part.exception()) is not None:
-                result.set_exception(exc)
-                return
+            result.cancel()
+            return
+        if first := next((exc for exc in errors if exc is not None), None):
+            result.set_exception(first)
+            return
         try:
             result.set_result(settle(control.result(), read.result()))
         except Exception as exc:  # an unreadable entry: the caller abandons the consumer

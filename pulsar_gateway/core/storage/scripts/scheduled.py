@@ -42,6 +42,15 @@ class ScheduledList:
     entries: tuple[ScheduledEntry, ...] = ()
 
 
+def _score(raw: bytes) -> int:
+    """A deliver-at time read back from the scheduled index: Redis keeps scores as doubles
+    and writes one past 2**53 in exponent form (a producer may ask for 2**63 - 1)."""
+    try:
+        return int(raw)
+    except ValueError:
+        return int(float(raw))
+
+
 def scheduled_list(
     lane: ScriptRunner,
     keys: SubscriptionKeys,
@@ -59,7 +68,9 @@ def scheduled_list(
         if int(reply[0]) != 0:
             return ScheduledList(False)
         entries = tuple(
-            ScheduledEntry(StoredEntry.parse(reply[i], reply[i + 2], partition), int(reply[i + 1]))
+            ScheduledEntry(
+                StoredEntry.parse(reply[i], reply[i + 2], partition), _score(reply[i + 1])
+            )
             for i in range(2, len(reply), 3)
         )
         return ScheduledList(True, int(reply[1]), entries)
