@@ -228,17 +228,34 @@ async def reset_to(services: Services, request: web.Request) -> None:
 _CONTROL = {c: " " for c in (*range(0x20), 0x7F) if c != 0x09}
 
 
+#: Characters of metadata kept in one header: HTTP clients refuse a header line of 8 KiB
+#: or more (aiohttp's and Netty's default limits), and a character takes up to 4 bytes.
+_HEADER_TEXT_MAX = 2000
+#: Headers of one repeated field (properties, replicate_to, encryption keys), the first
+#: ones: HTTP clients refuse a response with more than about a hundred headers (aiohttp's
+#: default limit is 128).
+_REPEATED_HEADERS_MAX = 32
+
+
 def _header(value: str | bytes) -> str:
     """Message metadata as a header value: the client's text (:func:`proto_text`) with
-    control characters as spaces, so whatever a producer sent, the headers stay well formed."""
-    return proto_text(value).translate(_CONTROL)
+    control characters as spaces, cut at :data:`_HEADER_TEXT_MAX` characters, so whatever
+    a producer sent, the headers stay well formed and readable (the payload is whole)."""
+    return proto_text(value)[:_HEADER_TEXT_MAX].translate(_CONTROL)
+
+
+def _base64_header(data: bytes) -> str:
+    """Binary metadata as base64 in a header, of the first bytes that fit in
+    :data:`_HEADER_TEXT_MAX` characters (still valid base64)."""
+    return base64.b64encode(data[: _HEADER_TEXT_MAX // 4 * 3]).decode()
 
 
 def _header_name(key: str | bytes) -> str:
     """A message property's name in a header name, which must be an HTTP token (RFC 9110
     5.6.2): other characters (spaces, non-ASCII, separators) and ``%`` are percent-encoded
-    as UTF-8, so any name a producer set arrives, and ``unquote`` gives it back."""
-    return quote(proto_text(key), safe="!#$&'*+-.^_`|~")
+    as UTF-8, so any name a producer set arrives, and ``unquote`` gives it back (names of
+    more than :data:`_HEADER_TEXT_MAX` characters cut, as values are)."""
+    return quote(proto_text(key), safe="!#$&'*+-.^_`|~")[:_HEADER_TEXT_MAX]
 
 
 def _flag_text(value: bool) -> str:
@@ -264,7 +281,8 @@ def _entry_response(entry: StoredEntry) -> web.Response:
     mid = entry.message_id
     headers: list[tuple[str, str]] = [("X-Pulsar-Message-ID", f"{mid.ledger_id}:{mid.entry_id}")]
     headers += [
-        (f"X-Pulsar-PROPERTY-{_header_name(p.key)}", _header(p.value)) for p in md.properties
+        (f"X-Pulsar-PROPERTY-{_header_name(p.key)}", _header(p.value))
+        for p in md.properties[:_REPEATED_HEADERS_MAX]
     ]
     headers.append(("X-Pulsar-publish-time", format_time(md.publish_time)))
     if md.HasField("event_time"):
@@ -284,7 +302,10 @@ def _entry_response(entry: StoredEntry) -> web.Response:
     headers.append(("X-Pulsar-sequence-id", str(md.sequence_id)))
     if md.HasField("replicated_from"):
         headers.append(("X-Pulsar-replicated-from", _header(md.replicated_from)))
-    headers += [("X-Pulsar-replicated-to", _header(cluster)) for cluster in md.replicate_to]
+    headers += [
+        ("X-Pulsar-replicated-to", _header(cluster))
+        for cluster in md.replicate_to[:_REPEATED_HEADERS_MAX]
+    ]
     if md.HasField("partition_key"):
         headers.append(("X-Pulsar-partition-key", _header(md.partition_key)))
     if md.HasField("compression"):
@@ -294,8 +315,8 @@ def _entry_response(entry: StoredEntry) -> web.Response:
     if md.HasField("encryption_algo"):
         headers.append(("X-Pulsar-encryption-algo", _header(md.encryption_algo)))
     headers += [
-        ("X-Pulsar-Base64-encryption-keys", base64.b64encode(k.SerializeToString()).decode())
-        for k in md.encryption_keys
+        ("X-Pulsar-Base64-encryption-keys", _base64_header(k.SerializeToString()))
+        for k in md.encryption_keys[:_REPEATED_HEADERS_MAX]
     ]
     optional_b64 = (
         ("encryption_param", "X-Pulsar-Base64-encryption-param"),
@@ -304,7 +325,7 @@ def _entry_response(entry: StoredEntry) -> web.Response:
     )
     for field, header in optional_b64:
         if md.HasField(field):
-            headers.append((header, base64.b64encode(getattr(md, field)).decode()))
+            headers.append((header, _base64_header(getattr(md, field))))
     if md.HasField("partition_key_b64_encoded"):
         headers.append(
             ("X-Pulsar-partition-key-b64-encoded", _flag_text(md.partition_key_b64_encoded))

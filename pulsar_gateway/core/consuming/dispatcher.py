@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from pulsar_gateway.core.consuming.consumer import Consumer
 from pulsar_gateway.core.errors import GatewayError, ServiceNotReady
@@ -70,6 +70,11 @@ ROUND_ROBIN_BATCH = 20
 DISPATCH_CHUNK = 250
 #: Fallback poll when no notification arrives, seconds: covers lost pub/sub messages.
 POLL_INTERVAL = 1.0
+
+
+def _read_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class DispatchedSubscription(Protocol):
@@ -269,10 +274,15 @@ class Dispatcher:
         self, consumer: Consumer, permits: int, *, lone: bool = False
     ) -> asyncio.Future[DispatchReply]:
         if self.subscription.read_compacted:  # the compacted view first (docs/lifecycle.md)
-            return self._request_compacted(consumer, permits)
-        return self._request_plain(
-            consumer, permits, native=lone and self._reads_natively(consumer)
-        )
+            request = self._request_compacted(consumer, permits)
+        else:
+            request = self._request_plain(
+                consumer, permits, native=lone and self._reads_natively(consumer)
+            )
+        # A request whose consumer left meanwhile is dropped unread; its failure (the
+        # subscription deleted under it: NOGROUP) must not be reported as never retrieved.
+        request.add_done_callback(_read_outcome)
+        return request
 
     def _reads_natively(self, consumer: Consumer) -> bool:
         """Whether a lone consumer's new entries are read natively (``dispatch_native``):

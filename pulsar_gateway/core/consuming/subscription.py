@@ -20,7 +20,12 @@ from pulsar_gateway.core.consuming.consumer import (
     LastMessageId,
 )
 from pulsar_gateway.core.consuming.dispatcher import Dispatcher
-from pulsar_gateway.core.errors import GatewayError, ServiceNotReady, SubscriptionNotFound
+from pulsar_gateway.core.errors import (
+    ConsumerBusy,
+    GatewayError,
+    ServiceNotReady,
+    SubscriptionNotFound,
+)
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import Meter
 from pulsar_gateway.core.model.key_shared import KeySharedPolicy
@@ -166,9 +171,12 @@ class Subscription:
         consumer.closed = True
         self.forget(consumer)
         if not self.durable and not self.consumers:
-            # A reader's subscription lives as long as its consumer (Pulsar non-durable).
-            await self._delete(consumer.uid)
-            return
+            # A reader's subscription lives as long as its consumer (Pulsar non-durable)...
+            try:
+                await self._delete(consumer.uid)
+                return
+            except ConsumerBusy:
+                pass  # ...unless consumers elsewhere still use the name: only this one leaves
         handed_back = await subscriptions.release_consumer(
             self.lane, self.keys, subscription=self.name, consumer=consumer.uid
         )
