@@ -58,6 +58,9 @@ _OTHER_TYPES = tuple(
 )
 _PAYLOAD_TYPES = (T.SEND, T.MESSAGE)
 _COMPRESSIONS = (pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY)
+#: Seconds a session waits for the answer to a request before going on: some are never
+#: answered, by design (a WaitForExclusive producer waits for its turn, as in Pulsar).
+REPLY_WAIT = 0.5
 
 
 def _fill_required(message: Message, hostile: Hostile) -> None:
@@ -491,7 +494,9 @@ async def run_binary_session(
                 session.waiting[request_id] = waiter
                 writer.write(data)
                 stats.inputs += 1
-                await asyncio.wait([waiter, reading], timeout=0.5, return_when="FIRST_COMPLETED")
+                await asyncio.wait(
+                    [waiter, reading], timeout=REPLY_WAIT, return_when="FIRST_COMPLETED"
+                )
             else:
                 writer.write(data)
                 stats.inputs += 1
