@@ -35,11 +35,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from pulsar_gateway.core.consuming.consumer import Consumer
 from pulsar_gateway.core.errors import GatewayError, ServiceNotReady
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
+from pulsar_gateway.core.futures import read_outcome
 from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
@@ -70,11 +71,6 @@ ROUND_ROBIN_BATCH = 20
 DISPATCH_CHUNK = 250
 #: Fallback poll when no notification arrives, seconds: covers lost pub/sub messages.
 POLL_INTERVAL = 1.0
-
-
-def _read_outcome(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 class DispatchedSubscription(Protocol):
@@ -281,7 +277,7 @@ class Dispatcher:
             )
         # A request whose consumer left meanwhile is dropped unread; its failure (the
         # subscription deleted under it: NOGROUP) must not be reported as never retrieved.
-        request.add_done_callback(_read_outcome)
+        request.add_done_callback(read_outcome)
         return request
 
     def _reads_natively(self, consumer: Consumer) -> bool:

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
+from pulsar_gateway.core.futures import read_outcome
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
 from pulsar_gateway.core.model.key_shared import sticky_key_hash
 from pulsar_gateway.core.policies.delayed_delivery import (
@@ -76,11 +77,6 @@ def count_in(
     metrics.in_bytes += size
     meter.add(num_messages, size)
     topic_meter.add(num_messages, size)
-
-
-def _read_outcome(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 def generate_producer_name(cluster: str, gateway_id: str) -> str:
@@ -206,7 +202,7 @@ class Producer:
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A queued producer's client may be gone before its turn comes, and nobody awaits
         # the refusal then: reading it here keeps asyncio from logging it as unhandled.
-        self.ready.add_done_callback(_read_outcome)
+        self.ready.add_done_callback(read_outcome)
         self.waiting = False
         self.on_lost: Callable[[ProducerHandle], None] | None = None
         self.closed = False
