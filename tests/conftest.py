@@ -312,9 +312,16 @@ def gateway(gateway_factory: Callable[..., GatewayThread]) -> GatewayThread:
 class GatewayProcess:
     """The real ``pulsar-gateway`` command in a subprocess."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.http_port = free_port()
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        *,
+        port: int | None = None,
+        http_port: int | None = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.http_port = http_port or free_port()
         self.log_path = Path(tempfile.mkstemp(prefix="pgw-gateway-", suffix=".log")[1])
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(

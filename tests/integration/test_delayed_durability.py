@@ -46,11 +46,7 @@ receipt); those messages stay pending at their live consumer, delivered, and are
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import signal
-import subprocess
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -65,7 +61,8 @@ import redis
 
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage.keys import DELAYED_CONSUMER, PARKED_CONSUMER, KeySchema
-from tests.conftest import TIMEOUT, free_port, wait_for
+from tests.chaos.processes import AofRedis
+from tests.conftest import TIMEOUT, redis_server_binary, wait_for
 
 Shared = pulsar.ConsumerType.Shared
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -477,68 +474,9 @@ def test_gateway_sigkill_mid_delivery_loses_and_duplicates_nothing(
 # -- Redis SIGKILL and restart with AOF -------------------------------------------------------
 
 
-class AofRedis:
-    """A redis-server of this test's own, AOF with an fsync at every write, that can be
-    killed and started again on the same port and directory."""
-
-    def __init__(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.skip("no redis-server on PATH")
-        self.binary = binary
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="pgw-test-aof-redis-")
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = f"redis://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--dir",
-                self.dir,
-                "--logfile",
-                os.path.join(self.dir, "redis.log"),
-            ]
-        )
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port)
-
-    def ready(self) -> bool:
-        client = self.client()
-        try:
-            return bool(client.ping())
-        except (redis.ConnectionError, redis.BusyLoadingError):
-            return False
-        finally:
-            client.close()
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(TIMEOUT)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(TIMEOUT)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @pytest.fixture
 def aof_redis() -> Iterator[AofRedis]:
-    server = AofRedis()
+    server = AofRedis(redis_server_binary())
     server.start()
     try:
         wait_for(server.ready)

@@ -184,6 +184,42 @@ async def test_release_and_reap_hand_entries_back(storage):
     assert [d.redelivery_count for d in got] == [2, 2, 2]
 
 
+async def test_failover_newcomer_keeps_the_earliest_subscriber_active(storage):
+    """On a non-partitioned topic the earliest subscriber stays active when a consumer whose
+    name sorts first subscribes: nothing the active one holds is handed back (subscribe
+    once took the priority level for the partition index, picked the newcomer by name and
+    re-sent the active consumer's unacked entries; found by the chaos run)."""
+    failover = SubscriptionType.FAILOVER
+    first = await subscribe(storage, "g-2", failover)
+    ids = await append(storage, 3)
+    assert len((await dispatch(storage, "g-2", 2, sub_type=failover)).deliveries) == 2
+    newcomer = await subscribe(storage, "g-1", failover)  # "name-g-1" < "name-g-2"
+    assert (first.active, newcomer.active, newcomer.handed_back) == ("g-2", "g-2", 0)
+    got = (await dispatch(storage, "g-2", 10, sub_type=failover)).deliveries
+    assert [d.stream_id for d in got] == [ids[2]]
+
+
+async def test_failover_successor_gets_a_dead_active_consumers_entries_first(storage):
+    """The active Failover consumer's gateway died: once its lease ran out, the next
+    consumer's first dispatch releases it and gets its unacked entries, in order, before
+    any later entry, without waiting for a reaper's round (found by the chaos run)."""
+    failover = SubscriptionType.FAILOVER
+    await subscribe(storage, "g-1", failover)
+    await subscribe(storage, "g-2", failover)
+    ids = await append(storage, 3)
+    assert len((await dispatch(storage, "g-1", 2, sub_type=failover)).deliveries) == 2
+    refused = await dispatch(storage, "g-2", 10, sub_type=failover)
+    assert refused.status is DispatchStatus.NOT_ACTIVE
+    await storage.call("ZADD", KEYS.consumers(SUB), 1, "g-1")  # g-1's lease ran out
+    got = (await dispatch(storage, "g-2", 10, sub_type=failover)).deliveries
+    assert [(d.stream_id, d.redelivery_count) for d in got] == [
+        (ids[0], 1),
+        (ids[1], 1),
+        (ids[2], 0),
+    ]
+    assert await storage.call("ZSCORE", KEYS.consumers(SUB), "g-1") is None
+
+
 async def test_cumulative_ack_moves_the_cursor(storage):
     await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
     ids = await append(storage, 6)

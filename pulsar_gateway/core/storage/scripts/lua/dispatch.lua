@@ -7,7 +7,8 @@ past the group's cursor. Permits count messages, not entries: a client batch of 
 costs N permits (a partly acknowledged batch only its unacked messages). Like Pulsar's
 dispatchers, a whole entry is sent while at least one permit remains (the last entry may
 overshoot). Entries read beyond that are un-read (XACK and the cursor set back), so permits
-are honoured exactly. On Failover only the active consumer gets anything.
+are honoured exactly. On Failover only the active consumer gets anything, and consumers
+whose lease ran out are released first (lib.lua lease_and_active).
 
 Delayed delivery (PIP-26) applies to Shared subscriptions only: a new entry whose deliver-at
 time (field `d`) is still ahead is scheduled (lib.lua "Delayed delivery") instead of sent,
@@ -46,7 +47,7 @@ local per_entry = math.max(1, tonumber(ARGV[4]))
 local shared = ARGV[6] == '1'
 local native = ARGV[8] == '1'
 
-local refused = lease_and_active(k, uid, ARGV[5], ARGV[6], ARGV[7])
+local refused = lease_and_active(k, group, uid, ARGV[5], ARGV[6], ARGV[7])
 if refused then return refused end
 
 local late = {}

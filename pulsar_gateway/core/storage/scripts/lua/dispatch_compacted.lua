@@ -38,7 +38,7 @@ local per_entry = math.max(1, tonumber(ARGV[4]))
 
 local horizon = redis.call('HGET', compaction, 'horizon')
 if not horizon then return {100} end
-local refused = lease_and_active(k, uid, ARGV[5], ARGV[6], ARGV[7])
+local refused = lease_and_active(k, group, uid, ARGV[5], ARGV[6], ARGV[7])
 if refused then return refused end
 
 -- the stream id just before `id` ("L-E" -> "L-(E-1)" or "(L-1)-MAX")

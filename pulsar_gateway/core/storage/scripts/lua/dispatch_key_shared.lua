@@ -43,7 +43,7 @@ local group, uid, parked = ARGV[1], ARGV[2], PARKED
 local remaining = tonumber(ARGV[3])
 local per_entry = math.max(1, tonumber(ARGV[4]))
 
-local refused = lease_and_active(k, uid, ARGV[5], '3', -1)
+local refused = lease_and_active(k, group, uid, ARGV[5], '3', -1)
 if refused then return refused end
 
 local map = range_map(k)

@@ -446,20 +446,6 @@ local function failover_active(k, partition, now)
   return candidates[1].uid
 end
 
--- Start of every dispatch: renew the consumer's lease and, on Failover, check it is the
--- active consumer. Returns nil to go on, else the script's reply: {2} consumer gone (its
--- lease expired and it was reaped), {6, active uid} not the active Failover consumer.
-local function lease_and_active(k, uid, lease_ms, sub_type, partition)
-  if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
-  local now = now_ms()
-  redis.call('ZADD', k.consumers, 'XX', now + tonumber(lease_ms), uid)
-  if sub_type == '2' then
-    local active = failover_active(k, tonumber(partition), now)
-    if active ~= uid then return {6, active or ''} end
-  end
-  return nil
-end
-
 -- ---------------------------------------------------------------------------------------
 -- Key_Shared hash ranges: "start-end,start-end" (inclusive)
 
@@ -628,6 +614,27 @@ local function reap_expired(k, group, now, parked)
     moved = moved + release_consumer(k, group, uid, parked)
   end
   return moved
+end
+
+-- Start of every dispatch: renew the consumer's lease and, on Failover, check it is the
+-- active consumer. Returns nil to go on, else the script's reply: {2} consumer gone (its
+-- lease expired and it was reaped), {6, active uid} not the active Failover consumer.
+-- On Failover the consumers whose lease ran out are released first: one of them may have
+-- been the active consumer (its gateway died), and its unacked entries must be parked,
+-- to be redelivered first, before a successor reads past them; else the successor would
+-- get later entries before them until the reaper's next round. Pulsar's single-active
+-- dispatcher rewinds the cursor at every change of active consumer for the same reason
+-- (PersistentDispatcherSingleActiveConsumer, "redeliver unacked messages").
+local function lease_and_active(k, group, uid, lease_ms, sub_type, partition)
+  if not redis.call('ZSCORE', k.consumers, uid) then return {2} end
+  local now = now_ms()
+  redis.call('ZADD', k.consumers, 'XX', now + tonumber(lease_ms), uid)
+  if sub_type == '2' then
+    reap_expired(k, group, now, PARKED)
+    local active = failover_active(k, tonumber(partition), now)
+    if active ~= uid then return {6, active or ''} end
+  end
+  return nil
 end
 
 -- ---------------------------------------------------------------------------------------

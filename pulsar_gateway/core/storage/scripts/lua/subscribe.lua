@@ -22,7 +22,7 @@ Returns {code, message, handed_back, active}
 ]]
 local k = sub_keys()
 local group, sub_type, position, uid = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local parked, partition = PARKED, tonumber(ARGV[7])
+local parked, partition = PARKED, tonumber(ARGV[8])
 local now = now_ms()
 
 local handed_back = 0
