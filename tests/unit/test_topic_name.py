@@ -8,6 +8,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pulsar_gateway.core.errors import GatewayError, InvalidTopicName
+from pulsar_gateway.core.model import topic_name
 from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX, TopicName, parse_topic_name
 
 # -- valid names ---------------------------------------------------------------------------
@@ -174,6 +175,28 @@ def test_named_entity_is_ascii_only_like_pulsar() -> None:
     # is ASCII-only too (Python's default \w accepts any Unicode letter).
     with pytest.raises(InvalidTopicName):
         parse_topic_name("persistent://tenänt/ns/t")
+
+
+# -- the cache -----------------------------------------------------------------------------
+
+
+def test_names_past_the_bound_are_parsed_but_not_cached() -> None:
+    """A fuzzer's valid 300 KB names are parsed at each call and never kept: the cache holds
+    names of at most 512 characters."""
+    cache = topic_name._parse_cached
+    cache.cache_clear()
+    prefix = "persistent://public/default/"
+    at_bound = prefix + "x" * (topic_name._CACHED_NAME_MAX - len(prefix))
+    assert str(parse_topic_name(at_bound)) == at_bound
+    assert cache.cache_info().currsize == 1
+    for name in (at_bound + "y", prefix + "z" * 300_000, "z" * 300_000):
+        parsed = parse_topic_name(name)
+        assert (parsed.tenant, parsed.namespace_portion) == ("public", "default")
+        assert parsed.local_name == name.removeprefix(prefix)
+        assert parse_topic_name(name) == parsed
+    with pytest.raises(InvalidTopicName):
+        parse_topic_name("persistent://a b/ns/" + "z" * 300_000)
+    assert cache.cache_info().currsize == 1
 
 
 # -- partitions ----------------------------------------------------------------------------

@@ -38,8 +38,13 @@ Pulsar field                           here
 ``cursors.*.messagesConsumedCounter``  ``XINFO GROUPS`` entries-read (Redis >= 7; 0 if
                                        unknown)
 ``cursors.*.individuallyDeletedMessages``  acknowledged runs after the mark-delete
-                                       position, Pulsar's ``[(a..b], (c..d]]`` form (first
-                                       10,000 entries scanned)
+                                       position, Pulsar's ``[(a..b], (c..d]]`` form (within
+                                       the first 10,000 entries from the first unacked
+                                       one; found from the pending ids, no entry read)
+``cursors.*.numberOfEntriesSinceFirstNotAckedMessage``
+                                       entries from the first unacked one to the cursor
+                                       (at most 10,000, counted ledger by ledger), and the
+                                       read position's
 ``cursors.*.cursorLedger``             -1 (no cursor ledger: the group is the cursor)
 ``cursors.*.state``                    ``Open``
 =====================================  =================================================

@@ -100,7 +100,13 @@ class TopicName:
         return f"{self.domain}://{self.namespace}/{self.local_name}"
 
 
-@lru_cache(maxsize=65536)
+#: Names up to this length are parsed once and cached (the last 65,536 of them); longer
+#: ones, valid but rare, are parsed at each call. So the cache's size is bounded by this
+#: length (about 90 MiB when full of 512-character names) and not by the names clients send
+#: (65,536 names of 300 KB would take 40 GB: each name and its parsed local part).
+_CACHED_NAME_MAX = 512
+
+
 def parse_topic_name(name: str) -> TopicName:
     """Parse and validate a topic name, expanding short names.
 
@@ -114,6 +120,13 @@ def parse_topic_name(name: str) -> TopicName:
         InvalidTopicName: the name is empty, has an unknown domain, a bad tenant, cluster or
             namespace, or an empty local name.
     """
+    if isinstance(name, str) and len(name) <= _CACHED_NAME_MAX:
+        return _parse_cached(name)
+    return _parse(name)
+
+
+def _parse(name: str) -> TopicName:
+    """:func:`parse_topic_name`, uncached."""
     if not isinstance(name, str) or not name:
         raise InvalidTopicName("Invalid topic name: empty")
     if "\x00" in name:
@@ -146,3 +159,7 @@ def parse_topic_name(name: str) -> TopicName:
     if not local:
         raise InvalidTopicName(f"Invalid topic name {name!r}: empty local name")
     return TopicName(domain, tenant, namespace, local, cluster)
+
+
+#: :func:`_parse` of the names up to ``_CACHED_NAME_MAX`` characters
+_parse_cached = lru_cache(maxsize=65536)(_parse)

@@ -93,9 +93,9 @@ class CursorFacts:
         first_unacked: ``b""`` when nothing is pending.
         read_position: the first entry after the group's cursor (``b""``: past the end).
         live_consumers: consumers with a live lease.
-        since_first_unacked: entries since the first unacknowledged one (scan capped).
-        acked_ranges: acknowledged runs after the mark-delete position, as (after id,
-            last id) pairs.
+        since_first_unacked: entries from the first unacknowledged one to the cursor
+            (at most 10,000 counted), plus the read position's entry.
+        acked_ranges: acknowledged runs among those 10,000, as (after id, last id) pairs.
     """
 
     name: str

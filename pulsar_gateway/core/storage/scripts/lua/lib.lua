@@ -677,31 +677,40 @@ local function ack_through(k, group, bound)
 end
 
 -- ---------------------------------------------------------------------------------------
--- Backlogs, counted without reading them (admin skip, backlog quotas). Entry ids are
--- consecutive within a ledger (append_entries.lua stores entry `L-<entries in L>`; ids of
--- the older ms-seq format are consecutive within a millisecond) and only a stream's head is
--- ever removed (retention), so the entries of a ledger are counted from its first and last
--- ids: two reads of one entry per ledger, whatever the backlog's length.
+-- Backlogs, counted without reading them (admin skip, backlog quotas, internal stats).
+-- Entry ids are consecutive within a ledger (append_entries.lua stores entry
+-- `L-<entries in L>`; ids of the older ms-seq format are consecutive within a millisecond)
+-- and only a stream's head is ever removed (retention), so the entries of a ledger are
+-- counted from its first and last ids: two reads of one entry per ledger, whatever the
+-- backlog's length.
 
--- Walk the entries after `id`, ledger by ledger. With `n`, stops at the n-th one (n >= 1)
--- and returns its id and n; otherwise (or when there are fewer) returns nil and how many
--- there are.
-local function walk_after(stream, id, n)
-  local seen, from = 0, '(' .. id
+-- Walk the entries `XRANGE stream from to` would return, ledger by ledger: `from` is an id,
+-- or '(' and an id to start after it, `to` an id or '+'. With `n`, stops at the n-th one
+-- (n >= 1) and returns its id and n; otherwise (or when there are fewer) returns nil, how
+-- many there are and the id of the last one (nil when none).
+local function walk_range(stream, from, to, n)
+  local seen, last_id = 0, nil
+  local to_ledger = to ~= '+' and split_id(to) or nil
   while true do
-    local first = redis.call('XRANGE', stream, from, '+', 'COUNT', 1)[1]
-    if not first then return nil, seen end
+    local first = redis.call('XRANGE', stream, from, to, 'COUNT', 1)[1]
+    if not first then return nil, seen, last_id end
     local ledger, entry = split_id(first[1])
-    local last = redis.call(
-      'XREVRANGE', stream, string.format('%d-18446744073709551615', ledger), first[1], 'COUNT', 1)[1]
+    local top = to
+    if ledger ~= to_ledger then top = string.format('%d-18446744073709551615', ledger) end
+    local last = redis.call('XREVRANGE', stream, top, first[1], 'COUNT', 1)[1]
     local _, last_entry = split_id(last[1])
     local count = last_entry - entry + 1
     if n and seen + count >= n then
       return string.format('%d-%d', ledger, entry + n - seen - 1), n
     end
-    seen = seen + count
+    seen, last_id = seen + count, last[1]
     from = '(' .. last[1]
   end
+end
+
+-- walk_range over the entries after `id`.
+local function walk_after(stream, id, n)
+  return walk_range(stream, '(' .. id, '+', n)
 end
 
 -- Every consumer group's backlog: {name, unacked, oldest} with `unacked` its
