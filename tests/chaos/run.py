@@ -27,8 +27,8 @@ from tests.chaos.workload import NAMESPACE, PLANS, ConsumerLoop, ProducerLoop
 from tests.conftest import TIMEOUT, wait_for
 
 GATEWAYS = 3
-#: A gateway log line at these levels, or a traceback, is reported (not failed: while Redis
-#: is down the gateways log what failed).
+#: A gateway log line at these levels, or a traceback, fails the run: losing a peer or Redis
+#: is expected and logged as a warning; an error is something the gateway did not handle.
 LOUD = re.compile(r" (ERROR|CRITICAL) |^Traceback", re.MULTILINE)
 
 
@@ -69,6 +69,11 @@ class ChaosReport:
             found.append(f"Redis was killed {redis_kills} times, not {self.config.redis_kills}")
         if not any(o.gateway >= 0 for o in self.outages):
             found.append("no gateway was killed")
+        if self.gateway_log_lines:
+            found.append(
+                f"the gateways logged {sum(self.gateway_log_lines.values())} lines at ERROR or "
+                f"above: {dict(self.gateway_log_lines.most_common(3))}"
+            )
         if self.unanswered_sends:
             found.append(f"{self.unanswered_sends} sends never got a receipt nor an error")
         for v in self.verdicts:
