@@ -13,7 +13,7 @@ import sys
 import tempfile
 
 from tests.conftest import GatewayProcess, redis_server_binary, start_redis_server
-from tests.fuzz.campaign import Report, rss_kib, run_campaign
+from tests.fuzz.campaign import Report, replay_session, rss_kib, run_campaign
 
 
 def main() -> int:
@@ -25,6 +25,13 @@ def main() -> int:
         "--websocket-share", type=float, default=0.3, help="share of WebSocket sessions"
     )
     parser.add_argument("--redis-url", help="an existing Redis (default: start one)")
+    parser.add_argument(
+        "--replay",
+        type=int,
+        action="append",
+        metavar="SESSION_SEED",
+        help="run only the session a campaign reported with this seed (repeatable)",
+    )
     args = parser.parse_args()
 
     redis_proc = None
@@ -48,6 +55,23 @@ def main() -> int:
             f"stalled sessions {len(report.stalled)} {report.stalled[-1:]}",
             flush=True,
         )
+
+    if args.replay:
+        try:
+            for seed in args.replay:
+                kind, budget, stats = replay_session(gateway, seed, args.websocket_share)
+                print(
+                    f"session seed {seed}: {kind}, {stats.inputs} inputs (budget {budget}) in "
+                    f"{stats.seconds:.1f} s; answers {stats.answers}, errors {stats.errors}, "
+                    f"statuses {stats.statuses}, findings {stats.samples[:5]}",
+                    flush=True,
+                )
+        finally:
+            gateway.stop()
+            if redis_proc is not None:
+                redis_proc.terminate()
+            shutil.rmtree(workdir, ignore_errors=True)
+        return 0
 
     try:
         report = run_campaign(

@@ -298,6 +298,48 @@ def _top(counts: dict[Any, int], n: int = 12) -> str:
     return text + (f", ... ({len(ranked) - n} more)" if len(ranked) > n else "") or "-"
 
 
+#: How many inputs a session sends, drawn by its seed.
+BUDGETS = (1, 2, 5, 10, 20, 50, 100, 200)
+
+
+async def run_session(
+    host: str,
+    target: Target,
+    operations: Any,
+    rng: random.Random,
+    budget: int,
+    websocket_share: float,
+) -> tuple[str, SessionStats]:
+    """One session drawn from ``rng``: one in twenty admin reads, a share of WebSocket
+    sessions, binary sessions for the rest. Returns its kind and what it saw."""
+    began = time.monotonic()
+    roll = rng.random()
+    if roll < 0.05:
+        kind = "admin"
+        http_url = f"http://{host}:{target.http_port}"
+        stats = await run_admin_reads(
+            http_url, operations, rng, TOPICS, SUBSCRIPTIONS, min(budget, 10)
+        )
+    elif roll < 0.05 + websocket_share:
+        kind = "websocket"
+        stats = await run_websocket_session(
+            host, target.http_port, rng, TOPICS, SUBSCRIPTIONS, budget
+        )
+    else:
+        kind = "binary"
+        stats = await run_binary_session(host, target.port, rng, TOPICS, SUBSCRIPTIONS, budget)
+    stats.seconds = time.monotonic() - began
+    return kind, stats
+
+
+def session_rng(campaign_seed: int, session_id: int) -> tuple[int, random.Random, int]:
+    """A session's seed, its random source and its input budget (before the campaign's
+    remaining inputs cap it)."""
+    seed = campaign_seed * 1_000_003 + session_id
+    rng = random.Random(seed)
+    return seed, rng, rng.choice(BUDGETS)
+
+
 async def _fuzz(
     report: Report,
     host: str,
@@ -307,38 +349,21 @@ async def _fuzz(
     websocket_share: float,
     session_ids: Any,
 ) -> None:
-    """Run sessions on ``concurrency`` workers until ``inputs`` more inputs are sent: a
-    share of WebSocket sessions, one in twenty admin reads, binary sessions for the rest."""
+    """Run sessions on ``concurrency`` workers until ``inputs`` more inputs are sent."""
     goal = report.inputs + inputs
-    http_url = f"http://{host}:{target.http_port}"
-    operations = read_operations(http_url)
-
-    async def session(rng: random.Random, budget: int) -> None:
-        began = time.monotonic()
-        roll = rng.random()
-        if roll < 0.05:
-            kind = report.admin
-            stats = await run_admin_reads(
-                http_url, operations, rng, TOPICS, SUBSCRIPTIONS, min(budget, 10)
-            )
-        elif roll < 0.05 + websocket_share:
-            kind = report.websocket
-            stats = await run_websocket_session(
-                host, target.http_port, rng, TOPICS, SUBSCRIPTIONS, budget
-            )
-        else:
-            kind = report.binary
-            stats = await run_binary_session(host, target.port, rng, TOPICS, SUBSCRIPTIONS, budget)
-        stats.seconds = time.monotonic() - began
-        kind.add(stats)
+    operations = read_operations(f"http://{host}:{target.http_port}")
+    kinds = {"admin": report.admin, "websocket": report.websocket, "binary": report.binary}
 
     async def worker() -> None:
         while report.inputs < goal:
-            seed = report.seed * 1_000_003 + next(session_ids)
-            rng = random.Random(seed)
-            budget = max(1, min(goal - report.inputs, rng.choice((1, 2, 5, 10, 20, 50, 100, 200))))
+            seed, rng, budget = session_rng(report.seed, next(session_ids))
+            budget = max(1, min(goal - report.inputs, budget))
             try:
-                await asyncio.wait_for(session(rng, budget), SESSION_LIMIT + REPLY_WAIT * budget)
+                kind, stats = await asyncio.wait_for(
+                    run_session(host, target, operations, rng, budget, websocket_share),
+                    SESSION_LIMIT + REPLY_WAIT * budget,
+                )
+                kinds[kind].add(stats)
             except TimeoutError:
                 report.stalled.append(f"session seed {seed}")
             except (ConnectionError, OSError, aiohttp.ClientError) as exc:
@@ -351,6 +376,22 @@ async def _fuzz(
                 report.fuzzer_errors.append(f"session seed {seed}: {exc!r}")
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def replay_session(
+    target: Target, seed: int, websocket_share: float = 0.3
+) -> tuple[str, int, SessionStats]:
+    """Run the session a campaign reported by ``seed`` (stalled, or the fuzzer failed) on
+    its own: its kind, its input budget and what it saw, ``seconds`` included. The gateway's
+    state differs from the campaign's (other sessions ran beside it there), so answers may
+    differ; the inputs are the same."""
+    rng = random.Random(seed)
+    budget = rng.choice(BUDGETS)
+    operations = read_operations(f"http://127.0.0.1:{target.http_port}")
+    kind, stats = asyncio.run(
+        run_session("127.0.0.1", target, operations, rng, budget, websocket_share)
+    )
+    return kind, budget, stats
 
 
 def run_campaign(
