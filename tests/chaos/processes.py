@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 import redis
 
@@ -88,9 +89,18 @@ class RestartableGateway:
         return bool(self.lives) and self.lives[-1].proc.poll() is None
 
     def start(self) -> None:
-        life = GatewayProcess(self.args, port=self.port, http_port=self.http_port)
-        self.lives.append(life)
-        life.wait_ready(timeout=6 * TIMEOUT)
+        """Start a new life on the same ports; once more while one of them is still taken
+        (an outgoing connection of the machine may hold it as its local port for a moment)."""
+        for attempt in range(5):
+            life = GatewayProcess(self.args, port=self.port, http_port=self.http_port)
+            self.lives.append(life)
+            try:
+                life.wait_ready(timeout=6 * TIMEOUT)
+                return
+            except AssertionError:
+                if "address already in use" not in life.log() or attempt == 4:
+                    raise
+                time.sleep(0.5)
 
     def kill(self) -> None:
         self.lives[-1].stop(sig=signal.SIGKILL)
