@@ -612,21 +612,26 @@ def test_hostile_metadata_is_relayed_and_readable_everywhere(
         uncompressed_size=100,
     )
 
-    def send_raw() -> None:
+    def send_raw(sequence: int, meta: bytes, payload: bytes) -> None:
         with raw(gateway) as conn:
             conn.handshake()
             conn.create_producer(topic)
-            for sequence, meta, payload in (
-                (0, hostile, b"hostile"),
-                (1, unreadable.SerializeToString(), b"not lz4 at all"),
-            ):
-                blob = codec.make_blob(meta, payload)
-                conn.send_payload(command(T.SEND, producer_id=1, sequence_id=sequence), blob)
-                assert conn.expect(T.SEND_RECEIPT).send_receipt.sequence_id == sequence
+            blob = codec.make_blob(meta, payload)
+            conn.send_payload(command(T.SEND, producer_id=1, sequence_id=sequence), blob)
+            assert conn.expect(T.SEND_RECEIPT).send_receipt.sequence_id == sequence
 
     async def websocket_message() -> dict[str, Any]:
         async with connect(consumer_url(gateway, local, "ws", subscriptionType="Shared")) as ws:
-            send_raw()
+            send_raw(0, hostile, b"hostile")
+            received = consumer.receive(timeout_millis=int(TIMEOUT * 1000))
+            assert received.data() == b"hostile"  # relayed as sent
+            consumer.acknowledge(received)
+            # Closed before the unreadable entry exists: the official client decompresses
+            # what it is sent on arrival, with LZ4_decompress_fast, which trusts its input
+            # and may crash the process on bytes that are not LZ4 (pulsar-client-cpp
+            # CompressionCodecLZ4::decode). A Pulsar broker would relay them all the same.
+            consumer.close()
+            send_raw(1, unreadable.SerializeToString(), b"not lz4 at all")
             message: dict[str, Any] = await ws.receive()
             assert await ws.nothing_within(0.3)  # the unreadable one is skipped
             return message
@@ -636,9 +641,6 @@ def test_hostile_metadata_is_relayed_and_readable_everywhere(
     assert pushed["publishTime"] == pushed["eventTime"] == "+292278994-08-17T07:12:55.807Z"
     assert pushed["key"] == "key\ufffd("
     assert pushed["properties"] == {"a b:\u00e9": "line\r\nbreak\x00", "k\ufffd": "\ufffd"}
-    received = consumer.receive(timeout_millis=int(TIMEOUT * 1000))
-    assert received.data() == b"hostile"  # relayed as sent
-    consumer.acknowledge(received)
 
     peek = f"{gateway.http_url}/admin/v2/persistent/public/default/{local}/subscription/peek"
     status, headers, body = asyncio.run(_peek_headers(f"{peek}/position/1"))
