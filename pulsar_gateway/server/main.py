@@ -14,12 +14,25 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from redis.exceptions import RedisError
+
+from pulsar_gateway.core.storage.embedded_redis import EmbeddedRedisError
 from pulsar_gateway.server.config import GatewayConfig, parse_config
 from pulsar_gateway.server.gateway import Gateway
 
 __all__ = ["main", "serve"]
 
 log = logging.getLogger("pulsar_gateway")
+
+#: What stops a gateway from starting and is the operator's to fix, said in one line
+#: rather than a traceback: a port taken or not allowed, an address that is not this
+#: machine's (OSError), Redis unreachable or refusing (RedisError), the embedded Redis
+#: failing to start.
+STARTUP_FAILURES = (OSError, RedisError, EmbeddedRedisError)
+
+
+class StartupFailed(Exception):
+    """The gateway could not start (the cause is chained)."""
 
 
 async def serve(config: GatewayConfig) -> None:
@@ -30,7 +43,13 @@ async def serve(config: GatewayConfig) -> None:
         loop.add_signal_handler(signum, stop.set)
     gateway = Gateway(config)
     try:
-        await gateway.start()
+        try:
+            await gateway.start()
+        except STARTUP_FAILURES as exc:
+            reason = str(exc) or type(exc).__name__
+            if isinstance(exc, RedisError):
+                reason = f"Redis at {config.redis_url or 'the embedded server'}: {reason}"
+            raise StartupFailed(reason) from exc
         # What start-up made (modules, classes, the wiring) lives as long as the process:
         # out of the collector's reach, a full collection scans only what serving creates
         # (a /metrics scrape of 1,000 topics: 110 -> 80 ms of CPU, docs/benchmarks.md).
@@ -58,8 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=config.log_level, handlers=[handler])
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(config))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(config))
+    except StartupFailed as exc:
+        log.critical("cannot start: %s", exc)
+        return 1
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import urllib.error
 import urllib.request
 
@@ -11,7 +12,7 @@ import psutil
 import pulsar
 import pytest
 
-from tests.conftest import TIMEOUT
+from tests.conftest import TIMEOUT, free_port
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -106,6 +107,24 @@ def test_bad_flag_is_refused(gateway_process):
     gp = gateway_process("--port", "99999")
     assert gp.proc.wait(TIMEOUT) == 2
     assert "--port" in gp.log()
+
+
+def test_startup_failures_are_one_line(gateway_process, redis_url):
+    """A port already taken, or a Redis nobody answers at: exit status 1 and one line saying
+    why, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = gateway_process("--redis-url", redis_url, "--port", str(taken.getsockname()[1]))
+        assert busy.proc.wait(3 * TIMEOUT) == 1
+    port = free_port()
+    nobody = gateway_process("--redis-url", f"redis://127.0.0.1:{port}")
+    assert nobody.proc.wait(3 * TIMEOUT) == 1
+    unreachable = f"Redis at redis://127.0.0.1:{port}: Error 111 connecting"
+    for gp, reason in ((busy, "address already in use"), (nobody, unreachable)):
+        log = gp.log()
+        assert "CRITICAL pulsar_gateway: cannot start:" in log and reason in log, log
+        assert "Traceback" not in log, log
 
 
 def test_sigterm_releases_consumers_to_other_gateways(
