@@ -37,6 +37,22 @@ class AofRedis:
             ]
         )
 
+    def start_and_wait(self, timeout: float) -> None:
+        """Start and wait until it answers; once more if it exits at once because its port
+        is still taken (an outgoing connection of the machine may hold it for a moment)."""
+        for _attempt in range(5):
+            self.start()
+            assert self.proc is not None
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self.ready():
+                    return
+                time.sleep(0.02)
+            if self.proc.poll() is None:
+                raise AssertionError(f"redis-server not answering after {timeout} s")
+            time.sleep(0.5)
+        raise AssertionError("redis-server could not start on its port")
+
     def client(self) -> redis.Redis:
         return redis.Redis(port=self.port)
 

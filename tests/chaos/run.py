@@ -24,7 +24,7 @@ import pulsar
 from tests.chaos.processes import AofRedis, RestartableGateway
 from tests.chaos.verdict import Delivery, Outage, Sent, TopicVerdict, judge_topic
 from tests.chaos.workload import NAMESPACE, PLANS, ConsumerLoop, ProducerLoop
-from tests.conftest import TIMEOUT, wait_for
+from tests.conftest import TIMEOUT
 
 GATEWAYS = 3
 #: A gateway log line at these levels, or a traceback, fails the run: losing a peer or Redis
@@ -159,8 +159,7 @@ def run_chaos(
     report = ChaosReport(config)
     workdir = tempfile.mkdtemp(prefix="pgw-chaos-")
     redis_server = AofRedis(redis_binary)
-    redis_server.start()
-    wait_for(redis_server.ready)
+    redis_server.start_and_wait(3 * TIMEOUT)
     args = [
         *("--redis-url", redis_server.url, "--log-level", "INFO"),
         *("--consumer-lease-seconds", str(config.lease)),
@@ -283,8 +282,7 @@ def _cause_chaos(
             redis_at.pop(0)
             redis_server.kill()
             time.sleep(rng.uniform(*config.redis_down))
-            redis_server.start()
-            wait_for(redis_server.ready, timeout=6 * TIMEOUT)
+            redis_server.start_and_wait(6 * TIMEOUT)
             outages.append(Outage(-1, now, time.time()))
             progress(f"  {now - start:5.0f} s Redis killed, back after {time.time() - now:.1f} s")
         elif now >= next_kill:
