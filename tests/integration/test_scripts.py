@@ -184,6 +184,43 @@ async def test_release_and_reap_hand_entries_back(storage):
     assert [d.redelivery_count for d in got] == [2, 2, 2]
 
 
+async def test_key_shared_newcomer_never_overtakes_entries_waiting_for_the_old_owner(storage):
+    """Entries read for a consumer and waiting for it stay its own when their key moves to a
+    consumer that joins: the old owner may still hold earlier messages of the key (the
+    chaos run saw a newcomer get them first after a Redis restart). The newcomer gets the
+    key's messages once everything before its join is acknowledged."""
+    from pulsar_gateway.core.model.key_shared import KeySharedPolicy
+
+    def join(uid: str) -> asyncio.Future[SubscribeReply]:
+        return subscriptions.subscribe(
+            storage, SUB_KEYS, subscription=SUB, subscription_type=SubscriptionType.KEY_SHARED,
+            start_position=b"0", consumer=uid, consumer_name=f"name-{uid}", lease_ms=LEASE,
+            priority_level=0, partition=-1, key_shared=KeySharedPolicy(), durable=True,
+        )  # fmt: skip
+
+    def take(uid: str, permits: int) -> asyncio.Future[DispatchReply]:
+        return scripts_dispatch.dispatch_key_shared(
+            storage, SUB_KEYS, subscription=SUB, consumer=uid, permits=permits,
+            messages_per_entry=1, lease_ms=LEASE,
+        )  # fmt: skip
+
+    async def append_keyed(count: int) -> list[bytes]:
+        fields = entry_fields(b"blob", key_hash=100)
+        return [await storage.call("XADD", KEYS.stream, "*", *fields) for _ in range(count)]
+
+    await join("g-1")
+    await join("g-2")  # g-2 takes hashes 0..32767, g-1 keeps the rest
+    ids = await append_keyed(3)
+    assert [d.stream_id for d in (await take("g-2", 1)).deliveries] == ids[:1]
+    assert (await take("g-1", 10)).deliveries == []  # reads ids 1, 2: they wait for g-2
+    await join("g-3")  # takes 0..16383: hash 100 is g-3's now
+    assert (await take("g-3", 10)).deliveries == []
+    assert [d.stream_id for d in (await take("g-2", 10)).deliveries] == ids[1:]
+    await storage.call("XACK", KEYS.stream, SUB, *ids)
+    later = await append_keyed(1)
+    assert [d.stream_id for d in (await take("g-3", 10)).deliveries] == later
+
+
 async def test_failover_newcomer_keeps_the_earliest_subscriber_active(storage):
     """On a non-partitioned topic the earliest subscriber stays active when a consumer whose
     name sorts first subscribes: nothing the active one holds is handed back (subscribe

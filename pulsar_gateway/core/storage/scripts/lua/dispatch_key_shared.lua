@@ -8,8 +8,8 @@ consumer WAITING .. owner until that consumer asks (its permits, its gateway); h
 consumer covers (STICKY gaps) wait at NO_OWNER until a consumer covering them joins.
 
 Order of work, which is what keeps each key in order:
-  1. route parked entries (redeliveries, and waiting entries handed back when a consumer
-     joined) to their owners' waiting queues, oldest first, then scheduled messages now
+  1. route parked entries (redeliveries, and entries no consumer covered, handed back when
+     a consumer joined) to their owners' waiting queues, oldest first, then scheduled messages now
      due; if more are parked or due than one call scans, stop after step 2 so nothing
      newer overtakes them;
   2. send this consumer's waiting entries, oldest first;

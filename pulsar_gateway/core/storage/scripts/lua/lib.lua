@@ -561,20 +561,18 @@ local function ks_remove(k, uid)
   end
 end
 
--- Key_Shared: hand every waiting entry back to PARKED so the next dispatch routes it by
--- the new ranges (after a consumer joined and took over part of someone's range).
-local function ks_reroute_waiting(k, group, parked)
-  local moved = 0
-  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', k.stream, group)) do
-    local name
-    for i = 1, #c, 2 do
-      if c[i] == 'name' then name = c[i + 1] end
-    end
-    if string.sub(name, 1, #WAITING) == WAITING then
-      moved = moved + move_all(k.stream, group, name, parked)
-    end
-  end
-  return moved
+-- Key_Shared, after a consumer joined: the entries waiting for no owner (hashes no STICKY
+-- consumer covered) go back to PARKED, so the next dispatch routes them by the new ranges.
+-- Entries already waiting for a consumer stay with it, even when their key moved to the
+-- newcomer: that consumer may still hold earlier messages of the key, unacknowledged or not
+-- yet handed to its application, and a newcomer sent the later ones at once would overtake
+-- them (found by the chaos run, after a Redis restart had left the old consumers holding
+-- their entries until their leases ran out). The old consumer delivers them in order, or
+-- they are parked, oldest first, with its unacked ones when it leaves; the newcomer gets
+-- nothing read after its join until all of them are acknowledged (Pulsar PIP-379,
+-- "draining hashes", keeps a moved key's messages away from its new consumer likewise).
+local function ks_reroute_unowned(k, group, parked)
+  return move_all(k.stream, group, NO_OWNER, parked)
 end
 
 -- ---------------------------------------------------------------------------------------

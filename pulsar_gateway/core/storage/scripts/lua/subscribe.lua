@@ -68,12 +68,13 @@ if sub_type == '3' then
   if live > 0 and ARGV[11] ~= '1' then
     -- Keys that move to the newcomer may have unacked messages at other consumers: it gets
     -- nothing read after this point until everything read before it is acked (Pulsar's
-    -- "recently joined consumers" rule), and entries waiting for others are re-routed.
+    -- "recently joined consumers" rule). Entries waiting for others stay theirs (lib.lua
+    -- ks_reroute_unowned).
     if tonumber(redis.call('XPENDING', k.stream, group)[1]) > 0 then
       redis.call('HSET', k.joined, uid, last_delivered(k.stream, group))
     end
   end
-  if live > 0 then ks_reroute_waiting(k, group, parked) end
+  if live > 0 then ks_reroute_unowned(k, group, parked) end
 end
 
 local before = nil
