@@ -332,12 +332,11 @@ async def run_session(
     return kind, stats
 
 
-def session_rng(campaign_seed: int, session_id: int) -> tuple[int, random.Random, int]:
-    """A session's seed, its random source and its input budget (before the campaign's
-    remaining inputs cap it)."""
-    seed = campaign_seed * 1_000_003 + session_id
+def session_draw(seed: int) -> tuple[random.Random, int]:
+    """A session's random source and its input budget (before the campaign's remaining
+    inputs cap it), from the session's seed: what a campaign and a replay both draw."""
     rng = random.Random(seed)
-    return seed, rng, rng.choice(BUDGETS)
+    return rng, rng.choice(BUDGETS)
 
 
 async def _fuzz(
@@ -356,7 +355,8 @@ async def _fuzz(
 
     async def worker() -> None:
         while report.inputs < goal:
-            seed, rng, budget = session_rng(report.seed, next(session_ids))
+            seed = report.seed * 1_000_003 + next(session_ids)
+            rng, budget = session_draw(seed)
             budget = max(1, min(goal - report.inputs, budget))
             try:
                 kind, stats = await asyncio.wait_for(
@@ -385,8 +385,7 @@ def replay_session(
     its own: its kind, its input budget and what it saw, ``seconds`` included. The gateway's
     state differs from the campaign's (other sessions ran beside it there), so answers may
     differ; the inputs are the same."""
-    rng = random.Random(seed)
-    budget = rng.choice(BUDGETS)
+    rng, budget = session_draw(seed)
     operations = read_operations(f"http://127.0.0.1:{target.http_port}")
     kind, stats = asyncio.run(
         run_session("127.0.0.1", target, operations, rng, budget, websocket_share)

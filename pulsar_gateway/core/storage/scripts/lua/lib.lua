@@ -561,20 +561,6 @@ local function ks_remove(k, uid)
   end
 end
 
--- Key_Shared, after a consumer joined: the entries waiting for no owner (hashes no STICKY
--- consumer covered) go back to PARKED, so the next dispatch routes them by the new ranges.
--- Entries already waiting for a consumer stay with it, even when their key moved to the
--- newcomer: that consumer may still hold earlier messages of the key, unacknowledged or not
--- yet handed to its application, and a newcomer sent the later ones at once would overtake
--- them (found by the chaos run, after a Redis restart had left the old consumers holding
--- their entries until their leases ran out). The old consumer delivers them in order, or
--- they are parked, oldest first, with its unacked ones when it leaves; the newcomer gets
--- nothing read after its join until all of them are acknowledged (Pulsar PIP-379,
--- "draining hashes", keeps a moved key's messages away from its new consumer likewise).
-local function ks_reroute_unowned(k, group, parked)
-  return move_all(k.stream, group, NO_OWNER, parked)
-end
-
 -- ---------------------------------------------------------------------------------------
 -- Consumer membership
 

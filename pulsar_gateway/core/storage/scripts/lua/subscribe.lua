@@ -68,13 +68,20 @@ if sub_type == '3' then
   if live > 0 and ARGV[11] ~= '1' then
     -- Keys that move to the newcomer may have unacked messages at other consumers: it gets
     -- nothing read after this point until everything read before it is acked (Pulsar's
-    -- "recently joined consumers" rule). Entries waiting for others stay theirs (lib.lua
-    -- ks_reroute_unowned).
+    -- "recently joined consumers" rule).
     if tonumber(redis.call('XPENDING', k.stream, group)[1]) > 0 then
       redis.call('HSET', k.joined, uid, last_delivered(k.stream, group))
     end
   end
-  if live > 0 then ks_reroute_unowned(k, group, parked) end
+  -- Entries no consumer covered (STICKY gaps) are routed again by the new ranges. Entries
+  -- already waiting for a consumer stay with it, even when their key moved to the
+  -- newcomer: that consumer may still hold earlier messages of the key, unacknowledged or
+  -- not yet handed to its application, which the newcomer would overtake (found by the
+  -- chaos run, after a Redis restart left the old consumers holding their entries until
+  -- their leases ran out). The old consumer delivers them in order, or they are parked,
+  -- oldest first, with its unacked ones when it leaves (Pulsar PIP-379, "draining hashes",
+  -- keeps a moved key's messages away from its new consumer likewise).
+  if live > 0 then move_all(k.stream, group, NO_OWNER, parked) end
 end
 
 local before = nil
