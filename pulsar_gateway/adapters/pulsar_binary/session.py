@@ -831,7 +831,7 @@ def _sticky_key(metadata: pb.MessageMetadata) -> bytes | None:
     return None
 
 
-def _ack(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[int] | None:
+def _ack(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[Any] | None:
     """Individual ack. An id with an ack_set is a partly acknowledged batch (batch-index
     ack, protocol brief 3.3): only its cleared bits are acked."""
     whole: list[bytes] = []
@@ -844,10 +844,31 @@ def _ack(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[int] | None:
             partial.append((stream_id(ledger, entry), ack_set))
         else:
             whole.append(stream_id(ledger, entry))
-    fut = consumer.ack(whole) if whole else None
+    calls = []
+    if whole:
+        calls.append(consumer.ack(whole))
     if partial:
-        fut = consumer.ack_batch_indexes(partial)
-    return fut
+        calls.append(consumer.ack_batch_indexes(partial))
+    return _all_of(calls)
+
+
+def _all_of(calls: list[asyncio.Future[int]]) -> asyncio.Future[Any] | None:
+    """One future for the core calls one ACK made: done when all are, failed if any
+    fails (an ACK_RESPONSE must not report success while one of them failed)."""
+    if not calls:
+        return None
+    if len(calls) == 1:
+        return calls[0]
+    joined = asyncio.gather(*calls)
+    # an ACK without a request id is never answered: its failure is the consumer's
+    # business (it is abandoned), not an error nobody retrieved
+    joined.add_done_callback(_retrieve)
+    return joined
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def topics_hash(topics: list[str]) -> str:
@@ -857,7 +878,7 @@ def topics_hash(topics: list[str]) -> str:
     return crc.to_bytes(4, "little").hex()
 
 
-def _ack_cumulative(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[int] | None:
+def _ack_cumulative(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[Any] | None:
     """Cumulative ack of ``(L, E)``; with an ack_set, everything before the entry and the
     entry's cleared bits; for ``(L, -1)``, everything before ``(L, 0)`` (protocol brief 3.3
     and 5.3)."""
@@ -876,10 +897,10 @@ def _ack_cumulative(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[int]
             return None
     else:
         upto = stream_id(ledger, entry)
-    fut = consumer.ack_cumulative(upto)
+    calls = [consumer.ack_cumulative(upto)]
     if ack_set and entry >= 0:
-        fut = consumer.ack_batch_indexes([(stream_id(ledger, entry), ack_set)])
-    return fut
+        calls.append(consumer.ack_batch_indexes([(stream_id(ledger, entry), ack_set)]))
+    return _all_of(calls)
 
 
 _HANDLERS: dict[type, Callable[[Session, Any], None]] = {

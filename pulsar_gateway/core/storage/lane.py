@@ -79,6 +79,12 @@ log = logging.getLogger(__name__)
 PIPELINE_TIMEOUT = 30.0
 #: Pipelines written and not yet answered, at most; beyond it commands wait in the queue.
 MAX_PIPELINES_IN_FLIGHT = 16
+#: Seconds a connection attempt may take before it counts as failed.
+CONNECT_TIMEOUT = 10.0
+#: Back-off between connection attempts after a failed one: doubles from RECONNECT_MIN up
+#: to RECONNECT_MAX seconds, and starts again from nothing once a connection is opened.
+RECONNECT_MIN = 0.05
+RECONNECT_MAX = 2.0
 
 #: (arguments, future or None for fire-and-forget PUBLISH, script for NOSCRIPT handling,
 #: decoder of the reply)
@@ -318,6 +324,8 @@ class Lane:
         self._timed_out = False
         self._conn: LaneConnection | None = None
         self._connecting: asyncio.Task[None] | None = None
+        #: seconds to wait before the next connection attempt (0: the last one worked)
+        self._reconnect_delay = 0.0
         self._reader: asyncio.Task[None] | None = None
         self._scheduled = False
         self._closed = False
@@ -472,17 +480,42 @@ class Lane:
             self._reader.cancel()
 
     async def _connect(self) -> None:
+        """Open the lane's connection, after the back-off a failed attempt left. Any
+        failure (not only Redis's and the socket's: a TLS or credentials error, a bug)
+        fails what is queued and doubles the back-off, so a Redis that stays away costs
+        one attempt per RECONNECT_MAX seconds, not a loop of them."""
+        conn: LaneConnection | None = None
         try:
+            if self._reconnect_delay:
+                await asyncio.sleep(self._reconnect_delay)
             conn = direct_connection(self.redis.connection_pool)
-            await conn.connect()  # type: ignore[no-untyped-call]
-        except (RedisError, OSError) as exc:
-            self._fail(self._take_queue(), StorageError(f"Redis is unavailable: {exc!r}"))
-            self._lost()
+            # a Redis that accepts TCP but never answers (stopped) must not hold the
+            # connection attempt, and everything queued behind it, forever
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await conn.connect()  # type: ignore[no-untyped-call]
+        except Exception as exc:
+            if conn is not None:
+                asyncio.get_running_loop().create_task(self._release(conn))
+            self._connect_failed(exc)
         else:
             self._conn = conn
+            if self._reconnect_delay:
+                log.info("Redis is reachable again")
+                self._reconnect_delay = 0.0
         finally:
             self._connecting = None
             self._schedule()
+
+    def _connect_failed(self, exc: Exception) -> None:
+        if not self._reconnect_delay:
+            log.warning(
+                "Redis is unreachable (%r); reconnecting with back-off up to %.1f s",
+                exc,
+                RECONNECT_MAX,
+            )
+        self._reconnect_delay = min(RECONNECT_MAX, max(RECONNECT_MIN, 2 * self._reconnect_delay))
+        self._fail(self._take_queue(), StorageError(f"Redis is unavailable: {exc!r}"))
+        self._lost()
 
     def _take_queue(self) -> list[QueuedCommand]:
         batch, self._retry, self._queue = self._retry + self._queue, [], []
@@ -501,18 +534,15 @@ class Lane:
                 self.pipelines_answered += 1
                 if self._queue or self._notify or self._retry:
                     self._schedule()
-                refused = [
-                    cmd
-                    for cmd, r in zip(batch, replies, strict=True)
-                    if isinstance(r, NoScriptError)
-                ]
-                if refused:
-                    await self._resend_after_script_load(refused)
+                refused: list[QueuedCommand] = []
                 unconfirmed = self._unconfirmed(batch, replies)
                 take_over = self.on_refused
                 for command, reply in zip(batch, replies, strict=True):
                     args, fut, script, decode = command
-                    if fut is None or fut.done() or isinstance(reply, NoScriptError):
+                    if isinstance(reply, NoScriptError):
+                        refused.append(command)
+                        continue
+                    if fut is None or fut.done():
                         continue
                     if unconfirmed is not None and not is_read_only(args, script):
                         fut.set_exception(StorageError(unconfirmed))
@@ -529,6 +559,15 @@ class Lane:
                         _resolve(fut, decode, reply)
                 if notified and self.on_notified is not None:
                     self.on_notified(notified)
+                if refused:
+                    # Everything Redis answered is resolved above; the refused calls are
+                    # this reader's alone now (the pipeline left _in_flight), so a reload
+                    # that fails must fail them here or nobody would.
+                    try:
+                        await self._resend_after_script_load(refused)
+                    except BaseException as exc:
+                        self._fail(refused, self._failure(exc))
+                        raise
         except (RedisError, OSError) as exc:
             self._drop_connection(conn, StorageError(f"Redis is unavailable: {exc!r}"))
         except BaseException as exc:
@@ -546,6 +585,13 @@ class Lane:
             if self._in_flight and self._conn is conn:
                 self._reader = asyncio.get_running_loop().create_task(self._read_replies(conn))
             self._check_idle()
+
+    def _failure(self, exc: BaseException) -> Exception:
+        """What commands fail with when the reader stops on ``exc``: shutdown for a
+        cancellation (but the watchdog's), else Redis trouble."""
+        if isinstance(exc, asyncio.CancelledError) and not self._timed_out:
+            return ServiceNotReady("the gateway is shutting down")
+        return StorageError(f"Redis is unavailable: {exc!r}")
 
     def _unconfirmed(self, batch: list[QueuedCommand], replies: list[Any]) -> str | None:
         """Why the batch's writes fail when its ``WAIT`` fell short, else None."""
