@@ -66,6 +66,7 @@ from pulsar_gateway.core.errors import (
     TopicNotFound,
 )
 from pulsar_gateway.core.fleet.rates import ClientInfo
+from pulsar_gateway.core.gate import Gate
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
 from pulsar_gateway.core.model.date_formatter import format_time
 from pulsar_gateway.core.model.entry import (
@@ -101,6 +102,7 @@ from pulsar_gateway.core.policies.delayed_delivery import (
     DeliveryDelayNotAllowed,
 )
 from pulsar_gateway.core.producing.producer import ProducerHandle
+from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.services import Limits, Services
 from pulsar_gateway.core.topics.cluster import UnknownListener
 from pulsar_gateway.core.topics.tenants import TenantInfo, check_namespace_name, check_tenant_name
@@ -130,6 +132,7 @@ __all__ = [
     "DeliveryDelayNotAllowed",
     "EntryFormatError",
     "EntryInspector",
+    "Gate",
     "GatewayError",
     "IncompatibleSchema",
     "InitialPosition",
@@ -156,6 +159,7 @@ __all__ = [
     "ProducerFenced",
     "ProducerHandle",
     "ProducerNotFound",
+    "PublishBuffer",
     "ScheduledMessage",
     "SchemaData",
     "ServiceNotReady",

@@ -19,12 +19,14 @@ from pulsar_gateway.core.consuming.subscription_service import SubscriptionServi
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.topic_metrics import TopicMetrics
 from pulsar_gateway.core.fleet.topic_stats import TopicStats
+from pulsar_gateway.core.gate import Gate
 from pulsar_gateway.core.policies.authentication import AuthenticationService
 from pulsar_gateway.core.policies.authorization import AuthorizationService
 from pulsar_gateway.core.policies.backlog_quota import BacklogQuotas
 from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
 from pulsar_gateway.core.policies.policies import Policies
 from pulsar_gateway.core.producing.producer_service import ProducerService
+from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.topics.cluster import Cluster
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
 from pulsar_gateway.core.topics.schema_registry import SchemaRegistry
@@ -43,12 +45,19 @@ class Limits:
         authenticate_metrics_endpoint: ``/metrics`` and the health check need a token.
         default_delayed_delivery: the delayed-delivery policy of namespaces without one,
             as the admin API reports it.
+        max_pending_publishes: publishes of one connection or WebSocket producer waiting
+            for Redis at which it stops being read, until half are answered.
+        max_concurrent_lookups: lookups in progress at once (more: TooManyRequests).
+        http_max_request_size: the largest HTTP request body (bytes).
     """
 
     max_message_size: int
     websocket_max_sessions: int
     authenticate_metrics_endpoint: bool
     default_delayed_delivery: DelayedDeliveryPolicy
+    max_pending_publishes: int = 1000
+    max_concurrent_lookups: int = 50_000
+    http_max_request_size: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,10 @@ class Services:
         authentication, authorization: who a client is, and what it may do.
         health: raises when Redis does not answer (the health check).
         limits: settings the front ends apply.
+        publish_buffer: bytes published and not yet stored, gateway-wide; its gate closes
+            when they reach the limit (front ends stop reading producers).
+        storage_backlog: closed while Redis is behind (the storage lane's queue is long):
+            front ends stop reading their clients until it opens.
     """
 
     producers: ProducerService
@@ -89,3 +102,5 @@ class Services:
     authorization: AuthorizationService
     health: Callable[[], Awaitable[object]]
     limits: Limits
+    publish_buffer: PublishBuffer
+    storage_backlog: Gate

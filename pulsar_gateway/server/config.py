@@ -152,6 +152,13 @@ def _check_non_negative_int(value: object) -> int:
     return value
 
 
+def _check_limit_or_off(value: object) -> int:
+    """Pulsar's "-1 (or 0) disables the limit" integers."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < -1:
+        raise ValueError(f"must be -1 or 0 (no limit) or a positive integer, got {value!r}")
+    return value
+
+
 def _check_fsync(value: object) -> str:
     if value not in ("everysec", "always"):
         raise ValueError(f"must be everysec or always, got {value!r}")
@@ -290,6 +297,17 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "managed_ledger_min_ledger_rollover_time_minutes": _check_non_negative_int,
     "managed_ledger_max_ledger_rollover_time_minutes": _check_positive_int,
     "websocket_max_sessions": _check_positive_int,
+    "max_pending_publish_requests_per_connection": _check_positive_int,
+    "max_message_publish_buffer_size_in_mb": _check_limit_or_off,
+    "pulsar_channel_write_buffer_high_water_mark": _check_positive_int,
+    "pulsar_channel_write_buffer_low_water_mark": _check_non_negative_int,
+    "pulsar_channel_pause_receiving_requests_if_unwritable": _check_bool,
+    "broker_max_connections": _check_non_negative_int,
+    "broker_max_connections_per_ip": _check_non_negative_int,
+    "max_concurrent_lookup_request": _check_positive_int,
+    "max_unacked_messages_per_consumer": _check_non_negative_int,
+    "max_unacked_messages_per_subscription": _check_non_negative_int,
+    "http_max_request_size": _check_positive_int,
     "authentication_enabled": _check_bool,
     "authorization_enabled": _check_bool,
     "superuser_roles": _check_roles,
@@ -371,6 +389,34 @@ class GatewayConfig:
             their defaults; :mod:`pulsar_gateway.core.model.ledger`).
         websocket_max_sessions: Most WebSocket sessions one gateway serves at once; a new
             session past it is refused with HTTP 429.
+        max_pending_publish_requests_per_connection: SENDs of one binary connection (and
+            publishes of one WebSocket producer) waiting for Redis, at which the gateway
+            stops reading it until half are answered (Pulsar's
+            ``maxPendingPublishRequestsPerConnection``).
+        max_message_publish_buffer_size_in_mb: Bytes of published messages waiting for
+            Redis, gateway-wide, at which every producing connection stops being read
+            until half are answered (``maxMessagePublishBufferSizeInMB``); -1 or 0: none.
+        pulsar_channel_write_buffer_high_water_mark,
+        pulsar_channel_write_buffer_low_water_mark: Bytes a connection's socket buffer
+            may hold before it counts as not writable (its consumers get nothing more)
+            and after which it is writable again (Pulsar's
+            ``pulsarChannelWriteBufferHighWaterMark`` / ``LowWaterMark``, Netty's defaults).
+        pulsar_channel_pause_receiving_requests_if_unwritable: Stop reading a connection
+            while it is not writable, so a client that never reads its answers cannot make
+            the gateway hold them without bound (``pulsarChannelPauseReceivingRequests
+            IfUnwritable``; on by default here, off in Pulsar: docs/operations.md).
+        broker_max_connections, broker_max_connections_per_ip: Binary-protocol
+            connections this gateway accepts at once, in all and from one IP address
+            (``brokerMaxConnections``, ``brokerMaxConnectionsPerIp``); 0 = no limit.
+        max_concurrent_lookup_request: LOOKUP and PARTITIONED_METADATA requests in
+            progress at once; more are answered TooManyRequests
+            (``maxConcurrentLookupRequest``).
+        max_unacked_messages_per_consumer, max_unacked_messages_per_subscription: Unacked
+            messages at which a Shared or Key_Shared consumer, or all of a subscription's
+            consumers, get nothing more until half are acknowledged, for topics without a
+            policy (``maxUnackedMessagesPerConsumer``, ``...PerSubscription``); 0 = none.
+        http_max_request_size: Largest HTTP request body accepted (413 beyond it):
+            Pulsar's ``httpMaxRequestSize``, which has no limit by default there.
         authentication_enabled: Require a token (JWT) on binary connections and HTTP
             requests (Pulsar ``authenticationEnabled`` with ``AuthenticationProviderToken``).
         authorization_enabled: Check the authenticated role's permissions (Pulsar
@@ -440,6 +486,17 @@ class GatewayConfig:
     managed_ledger_min_ledger_rollover_time_minutes: int = 10
     managed_ledger_max_ledger_rollover_time_minutes: int = 240
     websocket_max_sessions: int = 10_000
+    max_pending_publish_requests_per_connection: int = 1000
+    max_message_publish_buffer_size_in_mb: int = 64
+    pulsar_channel_write_buffer_high_water_mark: int = 64 * 1024
+    pulsar_channel_write_buffer_low_water_mark: int = 32 * 1024
+    pulsar_channel_pause_receiving_requests_if_unwritable: bool = True
+    broker_max_connections: int = 0
+    broker_max_connections_per_ip: int = 0
+    max_concurrent_lookup_request: int = 50_000
+    max_unacked_messages_per_consumer: int = 50_000
+    max_unacked_messages_per_subscription: int = 200_000
+    http_max_request_size: int = 16 * 1024 * 1024
     authentication_enabled: bool = False
     authorization_enabled: bool = False
     superuser_roles: tuple[str, ...] = ()
@@ -468,6 +525,18 @@ class GatewayConfig:
                 # has to bypass the generated __setattr__.
                 object.__setattr__(self, name, normalized)
         self._check_tls()
+        if self.pulsar_channel_write_buffer_low_water_mark > (
+            self.pulsar_channel_write_buffer_high_water_mark
+        ):
+            raise ValueError(
+                "pulsar_channel_write_buffer_low_water_mark must not exceed "
+                "pulsar_channel_write_buffer_high_water_mark"
+            )
+
+    @property
+    def publish_buffer_bytes(self) -> int:
+        """The publish buffer's limit in bytes, 0 for none."""
+        return max(self.max_message_publish_buffer_size_in_mb, 0) * 1024 * 1024
 
     def _check_tls(self) -> None:
         """The TLS options that only make sense together."""
@@ -752,6 +821,75 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_int,
         "N",
         "most WebSocket sessions this gateway serves at once (more get HTTP 429)",
+    ),
+    _Option(
+        "max_pending_publish_requests_per_connection",
+        _parse_int,
+        "N",
+        "stop reading a connection with N publishes waiting for Redis, until half are answered",
+    ),
+    _Option(
+        "max_message_publish_buffer_size_in_mb",
+        _parse_int,
+        "MB",
+        "stop reading every producing connection while this much published data waits "
+        "for Redis, until half is answered (-1 or 0: no limit)",
+    ),
+    _Option(
+        "pulsar_channel_write_buffer_high_water_mark",
+        _parse_int,
+        "BYTES",
+        "unsent bytes at which a connection is not writable: its consumers get nothing "
+        "more until it drains",
+    ),
+    _Option(
+        "pulsar_channel_write_buffer_low_water_mark",
+        _parse_int,
+        "BYTES",
+        "unsent bytes below which a connection is writable again",
+    ),
+    _Option(
+        "pulsar_channel_pause_receiving_requests_if_unwritable",
+        _parse_bool,
+        "BOOL",
+        "stop reading a connection while it is not writable",
+    ),
+    _Option(
+        "broker_max_connections",
+        _parse_int,
+        "N",
+        "binary-protocol connections accepted at once (0 = no limit); more are refused",
+    ),
+    _Option(
+        "broker_max_connections_per_ip",
+        _parse_int,
+        "N",
+        "binary-protocol connections accepted at once from one IP address (0 = no limit)",
+    ),
+    _Option(
+        "max_concurrent_lookup_request",
+        _parse_int,
+        "N",
+        "lookups in progress at once; more are answered TooManyRequests",
+    ),
+    _Option(
+        "max_unacked_messages_per_consumer",
+        _parse_int,
+        "N",
+        "unacked messages at which a Shared or Key_Shared consumer gets nothing more "
+        "until half are acknowledged, for topics without a policy (0 = no limit)",
+    ),
+    _Option(
+        "max_unacked_messages_per_subscription",
+        _parse_int,
+        "N",
+        "likewise for all consumers of a Shared or Key_Shared subscription (0 = no limit)",
+    ),
+    _Option(
+        "http_max_request_size",
+        _parse_int,
+        "BYTES",
+        "largest HTTP request body accepted; larger ones get 413",
     ),
     _Option(
         "authentication_enabled",

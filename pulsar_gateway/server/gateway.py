@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from pulsar_gateway.adapters.http.app import SERVER_LOGGER, make_app
 from pulsar_gateway.adapters.pulsar_binary.entry_format import BinaryEntryInspector
-from pulsar_gateway.adapters.pulsar_binary.server import BinaryServer
+from pulsar_gateway.adapters.pulsar_binary.server import BinaryServer, ConnectionLimits
 from pulsar_gateway.core import Services
 from pulsar_gateway.core.storage import EmbeddedRedis, is_cluster
 from pulsar_gateway.server import wiring
@@ -107,6 +107,15 @@ class Gateway:
             ssl_context=ssl_context,
             port_tls=config.binary_port_tls or 0,
             auth_refresh_seconds=config.authentication_refresh_check_seconds,
+            limits=ConnectionLimits(
+                max_connections=config.broker_max_connections,
+                max_connections_per_ip=config.broker_max_connections_per_ip,
+                write_high_water_mark=config.pulsar_channel_write_buffer_high_water_mark,
+                write_low_water_mark=config.pulsar_channel_write_buffer_low_water_mark,
+                pause_receiving_if_unwritable=(
+                    config.pulsar_channel_pause_receiving_requests_if_unwritable
+                ),
+            ),
         )
         await binary.start()
         self._binary = binary

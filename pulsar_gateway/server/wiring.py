@@ -168,6 +168,9 @@ def build(
         active=config.delayed_delivery_enabled,
         max_delay_ms=config.delayed_delivery_max_delay_ms,
     )
+    publish_buffer = producing.PublishBuffer(config.publish_buffer_bytes)
+    metrics.publish_buffer_bytes.set_function(lambda: publish_buffer.size)
+    metrics.storage_queue.set_function(lambda: lane.queued)
     producer_service = producing.ProducerService(
         lane=lane,
         topics=topic_handles,
@@ -179,6 +182,7 @@ def build(
         meters=meters.topic,
         cluster_name=config.cluster_name,
         gateway_id=gateway_id,
+        publish_buffer=publish_buffer,
     )
     non_persistent = consuming.NonPersistentSubscriptions(
         lane, notifier, metrics, meters.topic, lease_ms
@@ -270,7 +274,12 @@ def build(
             websocket_max_sessions=config.websocket_max_sessions,
             authenticate_metrics_endpoint=config.authenticate_metrics_endpoint,
             default_delayed_delivery=default_delayed,
+            max_pending_publishes=config.max_pending_publish_requests_per_connection,
+            max_concurrent_lookups=config.max_concurrent_lookup_request,
+            http_max_request_size=config.http_max_request_size,
         ),
+        publish_buffer=publish_buffer,
+        storage_backlog=lane.backlog,
     )
     return Core(
         gateway_id,

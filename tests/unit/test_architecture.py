@@ -27,7 +27,7 @@ SPARK = ROOT / "spark"
 
 #: The core's layers, bottom first; a module may import its own layer and those below.
 CORE_LAYERS = (
-    ("errors", "futures", "periodic"),
+    ("errors", "futures", "gate", "periodic"),
     ("model",),
     ("storage",),
     ("policies",),

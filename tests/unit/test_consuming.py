@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 
 from pulsar_gateway.core.consuming.consumer import Consumer, ConsumerHandle, LastMessageId
-from pulsar_gateway.core.consuming.dispatcher import DISPATCH_CHUNK, ROUND_ROBIN_BATCH
+from pulsar_gateway.core.consuming.dispatcher import (
+    FIRST_READ_MESSAGES,
+    MAX_READ_SIZE_BYTES,
+    ROUND_ROBIN_BATCH,
+)
 from pulsar_gateway.core.consuming.subscription import Subscription
 from pulsar_gateway.core.errors import (
     ConsumerBusy,
@@ -80,8 +84,9 @@ class Backlog:
     reading it (as many as its permits, ARGV[3], allow), or by the native ``XREADGROUP``
     that follows the script when it leaves new entries to the caller (ARGV[8] = 1)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, payload: bytes = b"payload") -> None:
         self.ids = [b"2000-%d" % i for i in range(size)]
+        self.payload = payload
 
     def __call__(self, keys: list[str], args: list[Any]) -> list[Any]:
         if len(args) > 7 and args[7] == 1:
@@ -92,7 +97,7 @@ class Backlog:
     def read(self, args: list[Any]) -> list[Any] | None:
         count = int(args[args.index("COUNT") + 1])
         taken, self.ids = self.ids[:count], self.ids[count:]
-        return read_reply(*((i, [BLOB, b"payload"]) for i in taken))
+        return read_reply(*((i, [BLOB, self.payload]) for i in taken))
 
     def serve(self, lane: FakeLane) -> None:
         lane.on_script("dispatch", self)
@@ -207,11 +212,14 @@ async def test_lone_consumer_is_fed_in_chunks_each_asked_before_the_last_is_deli
 
     first = lane.named("dispatch")[0]
     assert first.keys == tuple(sub.keys.all)
-    assert first.args == (SUB, "gw-0", DISPATCH_CHUNK, "1.000", LEASE_MS, int(Shared), -1, 1)
-    assert permits_asked(lane, "dispatch", "gw-0") == [250, 250, 100]
+    # before any delivery told the messages' size, a request asks for a few only (a first
+    # read of DISPATCH_CHUNK large messages would be DISPATCH_CHUNK x their size)
+    first_read = FIRST_READ_MESSAGES
+    assert first.args == (SUB, "gw-0", first_read, "1.000", LEASE_MS, int(Shared), -1, 1)
+    assert permits_asked(lane, "dispatch", "gw-0") == [first_read, first_read, 250, 250]
     # the next chunk is requested (and flushed) before the current one goes to the client
-    assert calls_at_delivery == [2, 3, 3]
-    assert lane.flushes == 3
+    assert calls_at_delivery == [2, 3, 4, 4]
+    assert lane.flushes == 4
     assert consumer.permits == 0
     assert [d.stream_id for d in sink.delivered] == [b"2000-%d" % i for i in range(600)]
 
@@ -225,11 +233,66 @@ async def test_lone_consumer_keeps_exact_permits_when_the_backlog_runs_out(
 
     assert await sub.dispatcher.run_once() == 300
 
-    # the second reply (50 of 250) says the backlog ran out: no third, empty call
-    assert permits_asked(lane, "dispatch", "gw-0") == [250, 250]
+    # the third reply (200 of 250) says the backlog ran out: no fourth, empty call
+    first_read = FIRST_READ_MESSAGES
+    assert permits_asked(lane, "dispatch", "gw-0") == [first_read, first_read, 250]
     assert consumer.permits == 300
     assert len(sink.delivered) == 300
     assert sub.meter.messages == 300
+
+
+async def test_requests_ask_for_about_the_read_size_in_bytes(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    """Messages of 1 MiB: once the first delivery told their size, each request asks for
+    MAX_READ_SIZE_BYTES of them (Pulsar's dispatcherMaxReadSizeBytes), not DISPATCH_CHUNK."""
+    sub = make_subscription(Shared)
+    Backlog(200, payload=b"x" * 1024 * 1024).serve(lane)
+    _, sink = add_consumer(sub, "gw-0", permits=200)
+
+    assert await sub.dispatcher.run_once() == 200
+
+    asked = permits_asked(lane, "dispatch", "gw-0")
+    per_read = MAX_READ_SIZE_BYTES // (1024 * 1024)
+    assert asked[:2] == [FIRST_READ_MESSAGES, FIRST_READ_MESSAGES]
+    assert set(asked[2:]) == {per_read}
+    assert len(sink.delivered) == 200
+
+
+async def test_a_consumer_whose_connection_is_not_writable_gets_nothing_until_it_is(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    sub = make_subscription(Shared)
+    Backlog(100).serve(lane)
+    consumer, sink = add_consumer(sub, "gw-0", permits=100)
+    consumer.set_writable(False)
+
+    assert await sub.dispatcher.run_once() == 0
+    assert lane.named("dispatch") == []
+    assert consumer.permits == 100  # the permits stay granted
+
+    sub.dispatcher._wake.clear()
+    consumer.set_writable(True)
+    assert sub.dispatcher._wake.is_set()  # woken to deliver
+    assert await sub.dispatcher.run_once() == 100
+    assert len(sink.delivered) == 100
+
+
+async def test_a_lone_consumer_that_stops_being_writable_gets_no_further_chunk(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    """The connection fills up while a chunk is delivered: the chunk already asked for is
+    delivered, no other is asked for."""
+    sub = make_subscription(Shared)
+    Backlog(1000).serve(lane)
+    consumer, sink = add_consumer(sub, "gw-0", permits=1000)
+    sink.on_deliver = lambda: consumer.set_writable(False)
+
+    delivered = await sub.dispatcher.run_once()
+
+    assert delivered == 2 * FIRST_READ_MESSAGES
+    assert len(lane.named("dispatch")) == 2
+    assert consumer.permits == 1000 - delivered
 
 
 async def test_consumers_with_permits_get_at_most_a_round_robin_batch_per_round(

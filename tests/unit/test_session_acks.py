@@ -6,13 +6,14 @@ calls and answers with futures the test resolves."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.adapters.pulsar_binary.commands import Ack
 from pulsar_gateway.adapters.pulsar_binary.connection import ServerConnection
 from pulsar_gateway.adapters.pulsar_binary.session import Session
-from pulsar_gateway.core import StorageError, SubscriptionType
+from pulsar_gateway.core import PublishBuffer, StorageError, SubscriptionType
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 
@@ -42,7 +43,9 @@ class _Consumer:
 
 def _session() -> tuple[Session, ServerConnection, _Consumer]:
     conn = ServerConnection()
-    session = Session(None, conn, "pulsar://127.0.0.1:6650", lambda: None)  # type: ignore[arg-type]
+    # _ack calls no service; the session reads the publish buffer's gate when it starts
+    services = SimpleNamespace(publish_buffer=PublishBuffer(0))
+    session = Session(services, conn, "pulsar://127.0.0.1:6650", lambda: None)  # type: ignore[arg-type]
     consumer = _Consumer()
     session.consumers[7] = consumer  # type: ignore[assignment]
     return session, conn, consumer

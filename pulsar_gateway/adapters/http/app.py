@@ -113,8 +113,28 @@ SERVER_LOGGER = logging.getLogger("pulsar_gateway.http")
 SERVER_LOGGER.addFilter(_ClientErrors())
 
 
+@web.middleware
+async def storage_backlog(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """While Redis is behind (the storage lane's queue is long), a request that would add
+    to it waits until Redis catches up; the health check and ``/metrics`` are answered at
+    once, so an operator sees what is going on."""
+    gate = request.app[SERVICES].storage_backlog
+    if not gate.is_open and request.path not in _ALWAYS_ANSWERED:
+        await gate.wait_open()
+    return await handler(request)
+
+
+_ALWAYS_ANSWERED = frozenset({"/admin/v2/brokers/health", "/metrics"})
+
+
 def make_app(services: Services) -> web.Application:
-    app = web.Application(middlewares=[count_requests, json_errors])
+    # client_max_size: a larger body is refused with 413 (Pulsar's httpMaxRequestSize)
+    app = web.Application(
+        middlewares=[count_requests, json_errors, storage_backlog],
+        client_max_size=services.limits.http_max_request_size,
+    )
     app[SERVICES] = services
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/admin/v2/brokers/internal-configuration", internal_configuration)

@@ -32,6 +32,7 @@ import binascii
 import json
 import struct
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -220,15 +221,28 @@ def _publish(
         return refused
 
 
+async def _read_body(services: Services, request: web.Request) -> Any:
+    """The request's JSON body, read once the gateway's publish buffer has room, its size
+    counted in the buffer while it is read and parsed (a body without Content-Length
+    counts as the largest allowed). Too large a body is refused by aiohttp with 413
+    (``http_max_request_size``)."""
+    buffer = services.publish_buffer
+    size = request.content_length or services.limits.http_max_request_size
+    await buffer.reserve(size)
+    try:
+        return orjson.loads(await request.read())
+    except ValueError as exc:  # orjson.JSONDecodeError, also for invalid UTF-8
+        raise _bad(f"Invalid JSON: {exc}") from None
+    finally:
+        buffer.release(size)
+
+
 async def produce(services: Services, request: web.Request) -> web.Response:
     topic = topic_name(request)
     partition = request.match_info.get("partition")
     if partition is not None and PARTITION_SUFFIX in topic.local_name:
         raise _bad("Topic name can't contain '-partition-' suffix.")
-    try:
-        body = orjson.loads(await request.read())
-    except ValueError as exc:  # orjson.JSONDecodeError, also for invalid UTF-8
-        raise _bad(f"Invalid JSON: {exc}") from None
+    body = await _read_body(services, request)
     if not isinstance(body, dict):
         raise _bad("The body must be a ProducerMessages JSON object")
     producer_name = body.get("producerName") or DEFAULT_PRODUCER_NAME
@@ -258,14 +272,31 @@ async def produce(services: Services, request: web.Request) -> web.Response:
     now = int(time.time() * 1000)
     max_size = services.limits.max_message_size
     count = len(targets)
-    appends = [
-        _publish(producers[str(targets[i % count])], item, version, now, max_size)
-        for i, item in enumerate(messages)
-    ]
+    # At most `window` appends of the request wait for Redis at once (the gateway's
+    # maxPendingPublishRequestsPerConnection): each next one is queued once the oldest is
+    # answered, after the publish buffer has room, so one request of many small messages
+    # holds a bounded part of the gateway while it is stored.
+    window = services.limits.max_pending_publishes
+    gate = services.publish_buffer.gate
+    appends: deque[asyncio.Future[bytes | int | None]] = deque()
+    queued = 0
+
+    async def queue_more() -> None:
+        nonlocal queued
+        while queued < len(messages) and len(appends) < window:
+            if not gate.is_open:
+                await gate.wait_open()
+            target = producers[str(targets[queued % count])]
+            appends.append(_publish(target, messages[queued], version, now, max_size))
+            queued += 1
+
     indexes = [target.partition_index for target in targets]
     results: list[dict[str, Any]] = []
     unexpected: BaseException | None = None
-    for i, fut in enumerate(appends):  # in order: one wake-up per pipeline, no gather
+    for i in range(len(messages)):  # in order: one wake-up per pipeline, no gather
+        if not appends or (len(appends) < window // 2 and queued < len(messages)):
+            await queue_more()
+        fut = appends.popleft()
         index = indexes[i % count]
         try:
             outcome = await fut

@@ -52,7 +52,7 @@ from pulsar_gateway.adapters.pulsar_binary.commands import (
 from pulsar_gateway.core import AuthenticatedRole, AuthenticationError
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
-__all__ = ["ACCEPTS", "PROTOCOL_VERSION", "ConnectionState", "ServerConnection"]
+__all__ = ["ACCEPTS", "NO_REQUEST", "PROTOCOL_VERSION", "ConnectionState", "ServerConnection"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ PROTOCOL_VERSION = 20
 T = pb.BaseCommand.Type
 
 #: The request id of an error that answers no request (Java's -1 as a uint64).
-_NO_REQUEST = (1 << 64) - 1
+NO_REQUEST = (1 << 64) - 1
 
 #: What AUTH_CHALLENGE carries when it asks for refreshed credentials (Pulsar's
 #: ``AuthData.REFRESH_AUTH_DATA``).
@@ -184,7 +184,7 @@ class ServerConnection:
                         command.auth_method_name, command.auth_data
                     )
                 except AuthenticationError as exc:
-                    self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
+                    self.send_error(NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
                     self._fail(f"authentication failed: {exc}")
                     return
                 self._auth_method = command.auth_method_name
@@ -211,11 +211,11 @@ class ServerConnection:
         try:
             refreshed = self._authenticate(command.auth_method_name, command.auth_data)
         except AuthenticationError as exc:
-            self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
+            self.send_error(NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
             self._fail(f"refreshed credentials refused: {exc}")
             return
         if refreshed.role != self.authenticated.role:
-            self.send_error(_NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
+            self.send_error(NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
             self._fail(
                 f"refreshed credentials name role {refreshed.role!r}, "
                 f"not {self.authenticated.role!r}"
@@ -256,17 +256,21 @@ class ServerConnection:
 
     # -- keep-alive --------------------------------------------------------------------
 
-    def keepalive_tick(self) -> None:
+    def keepalive_tick(self, reading: bool = True) -> None:
         """Called every keep-alive interval (Pulsar ``keepAliveIntervalSeconds``, 30 s).
 
         A PING left unanswered for a whole interval means the client is gone: the
-        connection closes and the broker side releases its consumers.
+        connection closes and the broker side releases its consumers. While the gateway
+        does not read the connection (``reading`` False: throttled), an unanswered PING
+        proves nothing and the connection stays (Pulsar's ``PulsarHandler`` checks
+        ``autoRead`` likewise). A connection that has not completed CONNECT within an
+        interval is closed whatever happens (``isHandshakeCompleted``).
         """
         if self.state is not ConnectionState.CONNECTED:
             if self.state is ConnectionState.START:
                 self._fail("no CONNECT within the keep-alive interval")
             return
-        if self._ping_outstanding:
+        if self._ping_outstanding and reading:
             self._fail("keep-alive: no answer to PING")
             return
         if not self._heard_from_peer:

@@ -18,17 +18,43 @@ import contextlib
 import logging
 import socket
 import ssl
+from collections import Counter
+from dataclasses import dataclass
 from typing import cast
 
 from pulsar_gateway.adapters.peer_certificate import certificate_role
-from pulsar_gateway.adapters.pulsar_binary.connection import ServerConnection
+from pulsar_gateway.adapters.pulsar_binary.connection import NO_REQUEST, ServerConnection
 from pulsar_gateway.adapters.pulsar_binary.session import Session
+from pulsar_gateway.adapters.pulsar_binary.throttle import (
+    ConcurrencyLimit,
+    Throttle,
+    ThrottleType,
+)
 from pulsar_gateway.core import Services
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
-__all__ = ["BinaryServer", "PulsarProtocol"]
+__all__ = ["BinaryServer", "ConnectionLimits", "PulsarProtocol"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """How many connections the server accepts and how much it buffers for each.
+
+    Attributes:
+        max_connections, max_connections_per_ip: connections at once, in all and from one
+            IP address (``brokerMaxConnections``, ``brokerMaxConnectionsPerIp``); 0 = none.
+        write_high_water_mark, write_low_water_mark: unsent bytes at which a connection is
+            not writable, and writable again (``pulsarChannelWriteBufferHigh/LowWaterMark``).
+        pause_receiving_if_unwritable: stop reading a connection while it is not writable.
+    """
+
+    max_connections: int = 0
+    max_connections_per_ip: int = 0
+    write_high_water_mark: int = 64 * 1024
+    write_low_water_mark: int = 32 * 1024
+    pause_receiving_if_unwritable: bool = True
 
 
 class PulsarProtocol(asyncio.Protocol):
@@ -37,6 +63,7 @@ class PulsarProtocol(asyncio.Protocol):
     def __init__(self, server: BinaryServer) -> None:
         self.server = server
         errors = server.services.metrics.errors
+        self.throttle = Throttle(self._throttled, server.count_throttle)
         auth = server.services.authentication
         self.conn = ServerConnection(
             server_version=server.server_version,
@@ -59,8 +86,13 @@ class PulsarProtocol(asyncio.Protocol):
             server.service_url,
             self.wants_flush,
             server.service_url_tls,
+            throttle=self.throttle,
+            max_pending=server.services.limits.max_pending_publishes,
+            lookups=server.lookups,
         )
         self.transport: asyncio.Transport | None = None
+        #: refused at accept (connection limits): nothing else happens on it
+        self.refused = False
         #: the common name of the client's verified TLS certificate, None without one
         self.certificate_role: str | None = None
         self._flush_scheduled = False
@@ -72,20 +104,34 @@ class PulsarProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        refusal = self.server.admit(self, host)
+        if refusal is not None:
+            # Pulsar's ServerCnx.channelActive: an ERROR answering no request, then close
+            self.refused = True
+            self.conn.send_error(NO_REQUEST, pb.NotAllowedError, refusal)
+            self.conn.close(refusal)
+            self.flush()
+            return
+        server = self.server
+        self.transport.set_write_buffer_limits(
+            server.write_high_water_mark, server.write_low_water_mark
+        )
         self.certificate_role = certificate_role(transport.get_extra_info("peercert"))
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.connections.add(self)
-        peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.session.client_address = f"{peer[0]}:{peer[1]}"
-        metrics = self.server.services.metrics
+        metrics = server.services.metrics
         metrics.connections.labels("binary").inc()
         metrics.connections_opened.labels("binary").inc()
+        if not server.services.storage_backlog.is_open:
+            self.throttle.mark(ThrottleType.STORAGE_BACKLOG)
         self._arm_keepalive()
-        if self.server.services.authentication.enabled:
+        if server.services.authentication.enabled:
             self._arm_auth_refresh()
 
     def data_received(self, data: bytes) -> None:
@@ -100,15 +146,42 @@ class PulsarProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn.receive_eof()
+        if self.refused:
+            self.closed.set_result(None)
+            return
         if self._keepalive is not None:
             self._keepalive.cancel()
         if self._auth_refresh is not None:
             self._auth_refresh.cancel()
-        if self in self.server.connections:
-            self.server.connections.discard(self)
+        self.throttle.clear()
+        if self.server.forget(self):
             self.server.services.metrics.connections.labels("binary").dec()
         task = asyncio.get_running_loop().create_task(self.session.close())
         task.add_done_callback(self._session_closed)
+
+    # -- flow control ---------------------------------------------------------------------
+
+    def _throttled(self, throttled: bool) -> None:
+        """Stop reading the socket while a reason holds (:mod:`.throttle`), read again
+        once none does."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if throttled:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        # asyncio: the transport's buffer went over the high water mark
+        self.session.set_writable(False)
+        if self.server.pause_receiving_if_unwritable:
+            self.throttle.mark(ThrottleType.OUTBOUND_BUFFER_FULL)
+
+    def resume_writing(self) -> None:
+        # ... and back under the low water mark
+        self.throttle.unmark(ThrottleType.OUTBOUND_BUFFER_FULL)
+        self.session.set_writable(True)
 
     def _session_closed(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -142,7 +215,9 @@ class PulsarProtocol(asyncio.Protocol):
         self._keepalive = loop.call_later(self.server.keepalive_seconds, self._on_keepalive)
 
     def _on_keepalive(self) -> None:
-        self.conn.keepalive_tick()
+        # a connection the gateway does not read cannot be blamed for silence (Pulsar's
+        # PulsarHandler checks autoRead before closing on an unanswered PING)
+        self.conn.keepalive_tick(reading=not self.throttle.throttled)
         self.flush()
         if not self.conn.close_expected():
             self._arm_keepalive()
@@ -180,11 +255,22 @@ class BinaryServer:
         ssl_context: ssl.SSLContext | None = None,
         port_tls: int = 0,
         auth_refresh_seconds: float = 60.0,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         """With ``ssl_context``, connections are also accepted with TLS on ``port_tls``
         (Pulsar's ``brokerServicePortTls``; clients' ``pulsar+ssl://``).
         ``auth_refresh_seconds``: how often a connection's credentials are checked for
-        expiry (``authenticationRefreshCheckSeconds``)."""
+        expiry (``authenticationRefreshCheckSeconds``). ``limits``: connections accepted at
+        once, write buffer water marks."""
+        limits = limits or ConnectionLimits()
+        self.max_connections = limits.max_connections
+        self.max_connections_per_ip = limits.max_connections_per_ip
+        self.write_high_water_mark = limits.write_high_water_mark
+        self.write_low_water_mark = limits.write_low_water_mark
+        self.pause_receiving_if_unwritable = limits.pause_receiving_if_unwritable
+        self.lookups = ConcurrencyLimit(services.limits.max_concurrent_lookups)
+        self._per_ip: Counter[str] = Counter()
+        self._hosts: dict[PulsarProtocol, str] = {}
         self.auth_refresh_seconds = auth_refresh_seconds
         self.services = services
         self.host = host
@@ -210,16 +296,81 @@ class BinaryServer:
             return None
         return f"pulsar+ssl://{self.advertised_host}:{self.port_tls}"
 
+    # -- admission and gateway-wide flow control -------------------------------------------
+
+    def admit(self, protocol: PulsarProtocol, host: str) -> str | None:
+        """Count a new connection from ``host``, or say why it is refused
+        (``brokerMaxConnections``, ``brokerMaxConnectionsPerIp``: Pulsar's
+        ``ConnectionController``, whose messages these are)."""
+        refused = self.services.metrics.connections_refused
+        if self.max_connections and len(self.connections) >= self.max_connections:
+            refused.labels("binary", "max_connections").inc()
+            return "Reached the maximum number of connections"
+        if (
+            self.max_connections_per_ip
+            and host
+            and self._per_ip[host] >= self.max_connections_per_ip
+        ):
+            refused.labels("binary", "max_connections_per_ip").inc()
+            return f"Reached the maximum number of connections on address {host}"
+        self.connections.add(protocol)
+        self._hosts[protocol] = host
+        self._per_ip[host] += 1
+        return None
+
+    def forget(self, protocol: PulsarProtocol) -> bool:
+        """A connection admitted by :meth:`admit` is gone; False if it was not counted."""
+        if protocol not in self.connections:
+            return False
+        self.connections.discard(protocol)
+        host = self._hosts.pop(protocol, "")
+        self._per_ip[host] -= 1
+        if self._per_ip[host] <= 0:
+            del self._per_ip[host]
+        return True
+
+    def count_throttle(self, reason: ThrottleType, added: bool) -> None:
+        gauge = self.services.metrics.throttled_connections.labels("binary", reason.value)
+        if added:
+            gauge.inc()
+        else:
+            gauge.dec()
+
+    def _publish_buffer_changed(self, is_open: bool) -> None:
+        """The gateway's publish buffer filled (stop reading every connection with
+        producers) or drained to half (read them again)."""
+        for protocol in list(self.connections):
+            if is_open:
+                protocol.throttle.unmark(ThrottleType.PUBLISH_BUFFER)
+            elif protocol.session.producers:
+                protocol.throttle.mark(ThrottleType.PUBLISH_BUFFER)
+
+    def _storage_backlog_changed(self, is_open: bool) -> None:
+        """Redis fell behind (stop reading every connection) or caught up."""
+        for protocol in list(self.connections):
+            if is_open:
+                protocol.throttle.unmark(ThrottleType.STORAGE_BACKLOG)
+            else:
+                protocol.throttle.mark(ThrottleType.STORAGE_BACKLOG)
+
     async def _listen(self, port: int, ssl_context: ssl.SSLContext | None) -> int:
         """Accept connections on ``port`` (with TLS when ``ssl_context``); the port bound
-        (port 0 asks for a free one)."""
+        (port 0 asks for a free one). A TLS handshake may take a keep-alive interval, as
+        Pulsar gives a connection that long to complete its CONNECT."""
         server = await asyncio.get_running_loop().create_server(
-            lambda: PulsarProtocol(self), self.host, port, ssl=ssl_context, reuse_address=True
+            lambda: PulsarProtocol(self),
+            self.host,
+            port,
+            ssl=ssl_context,
+            reuse_address=True,
+            ssl_handshake_timeout=self.keepalive_seconds if ssl_context is not None else None,
         )
         self._servers.append(server)
         return int(server.sockets[0].getsockname()[1]) if port == 0 else port
 
     async def start(self) -> None:
+        self.services.publish_buffer.gate.subscribe(self._publish_buffer_changed)
+        self.services.storage_backlog.subscribe(self._storage_backlog_changed)
         self.port = await self._listen(self.port, None)
         log.info(
             "Pulsar binary protocol on %s:%d (advertised %s)",
@@ -238,6 +389,8 @@ class BinaryServer:
 
     async def close(self) -> None:
         """Stop accepting, close every connection, wait for their sessions to finish."""
+        self.services.publish_buffer.gate.unsubscribe(self._publish_buffer_changed)
+        self.services.storage_backlog.unsubscribe(self._storage_backlog_changed)
         for server in self._servers:
             server.close()
         connections = list(self.connections)

@@ -26,6 +26,12 @@ from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.adapters.pulsar_binary import commands as c
 from pulsar_gateway.adapters.pulsar_binary.connection import ServerConnection
 from pulsar_gateway.adapters.pulsar_binary.errors import server_error
+from pulsar_gateway.adapters.pulsar_binary.throttle import (
+    ConcurrencyLimit,
+    PendingLimit,
+    Throttle,
+    ThrottleType,
+)
 from pulsar_gateway.core import (
     AuthAction,
     AuthorizationError,
@@ -68,6 +74,8 @@ CPP_CLIENT = "Pulsar-CPP"
 RECENTLY_CLOSED_SECONDS = 30.0
 
 _NON_PERSISTENT = "non-persistent://"
+#: Pulsar's answer to a lookup past ``maxConcurrentLookupRequest`` (``ServerCnx``).
+TOO_MANY_LOOKUPS = "Failed due to too many pending lookup requests"
 #: -1 as a MessageIdData field: the receipt of a deduplicated SEND is (-1, -1).
 _MINUS_ONE = (1 << 64) - 1
 
@@ -117,14 +125,32 @@ class Session:
         service_url: str,
         wants_flush: Callable[[], None],
         service_url_tls: str | None = None,
+        *,
+        throttle: Throttle | None = None,
+        max_pending: int = 1000,
+        lookups: ConcurrencyLimit | None = None,
     ) -> None:
         """``service_url`` and ``service_url_tls`` (``pulsar+ssl://``, None without TLS):
-        where LOOKUP sends clients."""
+        where LOOKUP sends clients. ``throttle`` pauses reading the connection: the session
+        marks it when ``max_pending`` publishes, or as many other requests, wait for Redis
+        (released at half), and when the publish buffer is full. ``lookups``: the
+        gateway-wide count of lookups in progress."""
         self.services = services
         self.conn = conn
         self.service_url = service_url
         self.service_url_tls = service_url_tls
         self.wants_flush = wants_flush
+        self.throttle = throttle or Throttle(lambda _: None)
+        self._pending_publishes = PendingLimit(
+            self.throttle, ThrottleType.PENDING_PUBLISHES, max_pending
+        )
+        self._pending_requests = PendingLimit(
+            self.throttle, ThrottleType.PENDING_REQUESTS, max_pending
+        )
+        self._lookups = lookups or ConcurrencyLimit(50_000)
+        self._publish_buffer = services.publish_buffer.gate
+        #: the connection's send buffer is under its high water mark
+        self.writable = True
         self.producers: dict[int, ProducerHandle] = {}
         #: producer id -> loop time the gateway closed it (CLOSE_PRODUCER)
         self._recently_closed: dict[int, float] = {}
@@ -145,10 +171,12 @@ class Session:
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
+        self._pending_requests.add()
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._pending_requests.done()
         if not task.cancelled() and task.exception() is not None:
             log.error("request handler failed", exc_info=task.exception())
         self.wants_flush()
@@ -193,8 +221,30 @@ class Session:
 
     # -- topic discovery ------------------------------------------------------------------
 
-    def _partitioned_metadata(self, cmd: c.PartitionedMetadata) -> None:
+    def _lookup_slot(self) -> bool:
+        """Take a place among the gateway's lookups in progress; False when there is none
+        (the caller answers TooManyRequests, as Pulsar's ``ServerCnx`` does)."""
+        return self._lookups.try_acquire()
+
+    def _spawn_lookup(self, answer: Coroutine[Any, Any, None]) -> None:
+        """Run a lookup that holds a place (:meth:`_lookup_slot`) until it ends."""
+
         async def run() -> None:
+            try:
+                await answer
+            finally:
+                self._lookups.release()
+
+        self._spawn(run())
+
+    def _partitioned_metadata(self, cmd: c.PartitionedMetadata) -> None:
+        if not self._lookup_slot():
+            self.conn.send_partition_metadata_error(
+                cmd.request_id, pb.TooManyRequests, TOO_MANY_LOOKUPS
+            )
+            return
+
+        async def answer() -> None:
             message = "Client is not authorized to Get Partition Metadata"
             refusal = await self._refusal(
                 cmd.topic, self.services.authorization.can_lookup, message
@@ -211,7 +261,7 @@ class Session:
             else:
                 self.conn.send_partition_metadata_response(cmd.request_id, partitions)
 
-        self._spawn(run())
+        self._spawn_lookup(answer())
 
     def _lookup_answer(self, cmd: c.Lookup) -> None:
         """Connect here: at the URLs of the listener the client named, or the defaults."""
@@ -236,9 +286,12 @@ class Session:
         except GatewayError as exc:
             self.conn.send_lookup_error(cmd.request_id, *server_error(exc))
             return
+        if not self._lookup_slot():
+            self.conn.send_lookup_error(cmd.request_id, pb.TooManyRequests, TOO_MANY_LOOKUPS)
+            return
         authz = self.services.authorization
 
-        async def run() -> None:
+        async def answer() -> None:
             if authz.enabled:
                 refusal = await self._refusal(
                     cmd.topic, authz.can_lookup, "Client is not authorized to Lookup"
@@ -253,7 +306,7 @@ class Session:
             else:
                 self._lookup_answer(cmd)
 
-        self._spawn(run())
+        self._spawn_lookup(answer())
 
     def _get_topics_of_namespace(self, cmd: c.GetTopicsOfNamespace) -> None:
         async def run() -> None:
@@ -498,6 +551,9 @@ class Session:
         if queue is None:
             queue = self._answers[producer] = deque()
         queue.append(answer)
+        self._pending_publishes.add()
+        if not self._publish_buffer.is_open:
+            self.throttle.mark(ThrottleType.PUBLISH_BUFFER)
         if len(queue) == 1:  # the new head: answer it (and what follows) once it can be
             self._answer_from_head(producer)
 
@@ -509,14 +565,14 @@ class Session:
         queue = self._answers.get(producer)
         if queue is None:
             return
-        answered = False
+        answered = 0
         while queue:
             producer_id, sequence_id, fut, refusal = queue[0]
             if fut is not None and not fut.done():
                 fut.add_done_callback(partial(self._answer_from_head, producer))
                 break
             queue.popleft()
-            answered = True
+            answered += 1
             if self.closed:
                 continue
             if fut is None:
@@ -526,8 +582,10 @@ class Session:
                 self._answer_append(producer, producer_id, sequence_id, fut)
         if not queue:
             del self._answers[producer]
-        if answered and not self.closed:
-            self.wants_flush()
+        if answered:
+            self._pending_publishes.done(answered)
+            if not self.closed:
+                self.wants_flush()
 
     def _answer_append(
         self,
@@ -644,6 +702,8 @@ class Session:
                 return
             self.consumers[cmd.consumer_id] = consumer
             consumer.client = self._client_info()
+            if not self.writable:
+                consumer.set_writable(False)
             self.conn.send_success(cmd.request_id)
             if consumer.active is not None:
                 # Failover: tell the newcomer whether it is active (Pulsar
@@ -789,6 +849,16 @@ class Session:
             self.conn.send_success(cmd.request_id)
 
         self._spawn(run())
+
+    # -- flow control ---------------------------------------------------------------------
+
+    def set_writable(self, writable: bool) -> None:
+        """The connection's send buffer went over its high water mark (False) or back under
+        its low one (True): its consumers get nothing more until it drains (their permits
+        stay), as Pulsar's dispatchers hold back a consumer whose channel is not writable."""
+        self.writable = writable
+        for consumer in list(self.consumers.values()):
+            consumer.set_writable(writable)
 
     # -- teardown -------------------------------------------------------------------------
 

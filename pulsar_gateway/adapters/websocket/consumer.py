@@ -65,6 +65,7 @@ from pulsar_gateway.adapters.messages import (
 )
 from pulsar_gateway.adapters.websocket import frames
 from pulsar_gateway.adapters.websocket.params import (
+    MAX_RECEIVER_QUEUE_SIZE,
     ConsumerParams,
     MultiTopicParams,
     ProducerParams,
@@ -100,6 +101,11 @@ ACK_TIMEOUT_TICK_SECONDS = 1.0
 #: Pushed messages written to the socket at once (one system call), at most: the first of
 #: a large prefetch is not held back until the last is encoded.
 _FRAMES_PER_WRITE = 64
+#: Payload bytes waiting to be pushed at which the session's consumers get nothing more
+#: from the core (their permits stay), and below which they get messages again: a client
+#: that reads slowly holds back its own deliveries, not the gateway's memory.
+QUEUE_HIGH_BYTES = 1024 * 1024
+QUEUE_LOW_BYTES = QUEUE_HIGH_BYTES // 2
 #: Java client ``RetryMessageUtil`` property names of a dead letter.
 REAL_TOPIC = "REAL_TOPIC"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
@@ -240,6 +246,9 @@ class ConsumerEndpoint:
         self._dead_letters: dict[str, asyncio.Future[TopicProducer]] = {}
         #: acks of this loop tick, sent together at its end (:meth:`_queue_ack`)
         self._acks: dict[ConsumerHandle, list[bytes]] = {}
+        #: payload bytes in ``queue``, and whether the core may deliver more
+        self._queued_bytes = 0
+        self._writable = True
         self.closed = False
 
     # -- opening (before the upgrade) -----------------------------------------------------
@@ -249,7 +258,7 @@ class ConsumerEndpoint:
         self.subscription = subscription
         self.consumer_name = params.consumer_name or self.consumer_name
         # receiverQueueSize 0 still lets one message through (maxPendingMessages = 1).
-        self.prefetch = max(params.receiver_queue_size, 1)
+        self.prefetch = min(max(params.receiver_queue_size, 1), MAX_RECEIVER_QUEUE_SIZE)
         self.window = _Window(size=self.prefetch, pull=params.pull_mode)
         if self.mode is Mode.MULTI_TOPIC:
             self.window.by_text = None  # two topics can push the same id text
@@ -310,6 +319,8 @@ class ConsumerEndpoint:
             priority_level=params.priority_level,
         )
         self.handles[handle.key] = handle
+        if not self._writable:
+            handle.consumer.set_writable(False)
         if self.session is not None:
             handle.consumer.flow(self.prefetch)
 
@@ -370,6 +381,9 @@ class ConsumerEndpoint:
             if spare > 0:
                 self._give_back(handle, spare)
             self.queue.extend((handle, m) for m in messages)
+            self._queued_bytes += sum(len(m.payload) for m in messages)
+        if self._writable and self._queued_bytes >= QUEUE_HIGH_BYTES:
+            self._set_writable(False)
         if reader:
             # ReaderImpl acknowledges as it reads: the subscription is non-durable and a
             # reconnecting reader names its start again.
@@ -385,6 +399,15 @@ class ConsumerEndpoint:
         if (mid.ledger_id, mid.entry_id) != (start.ledger_id, start.entry_id):
             return (mid.ledger_id, mid.entry_id) > (start.ledger_id, start.entry_id)
         return start.batch_index >= 0 and mid.batch_index > start.batch_index
+
+    def _set_writable(self, writable: bool) -> None:
+        """Let the core deliver to this session's consumers, or hold them back while the
+        queue of messages to push is over QUEUE_HIGH_BYTES (until it is under
+        QUEUE_LOW_BYTES): the queue drains only as fast as the client reads."""
+        self._writable = writable
+        for handle in list(self.handles.values()):
+            if handle.consumer is not None:
+                handle.consumer.set_writable(writable)
 
     def _give_back(self, handle: _Handle, permits: int) -> None:
         """Return permits to ``handle``'s consumer, in halves of the prefetch."""
@@ -414,6 +437,9 @@ class ConsumerEndpoint:
             texts: list[str] = []
             while self.queue and self._can_push():
                 handle, message = self.queue.popleft()
+                self._queued_bytes -= len(message.payload)
+                if not self._writable and self._queued_bytes <= QUEUE_LOW_BYTES:
+                    self._set_writable(True)
                 consumer = handle.consumer
                 if consumer is None or consumer.closed:
                     continue

@@ -62,9 +62,11 @@ DEFAULT_RECEIVER_QUEUE_SIZE = 1000
 DEFAULT_NEGATIVE_ACK_DELAY_MS = 60_000
 #: ``ConsumerBuilderImpl.MIN_ACK_TIMEOUT_MILLIS``.
 MIN_ACK_TIMEOUT_MS = 1000
-#: Largest receiverQueueSize accepted. Pulsar caps it at 1000 (``Math.min(.., 1000)``);
-#: the gateway honours larger windows, up to what a Java int holds.
-MAX_RECEIVER_QUEUE_SIZE = 2**31 - 1
+#: Largest receiverQueueSize honoured; larger ones are capped to it. Pulsar caps it at 1000
+#: (``ConsumerHandler``: ``Math.min(.., 1000)``); the gateway allows larger windows, up to
+#: the default unacked limit of a consumer (``maxUnackedMessagesPerConsumer``), since the
+#: gateway remembers every pushed message until it is acknowledged.
+MAX_RECEIVER_QUEUE_SIZE = 50_000
 
 _T = TypeVar("_T")
 _INT32 = (-(2**31), 2**31 - 1)
@@ -195,9 +197,11 @@ def _crypto_failure_action(query: Mapping[str, str]) -> None:
 class ProducerParams:
     """``/ws/v2/producer/...`` parameters (``ProducerHandler.getProducerBuilder``).
 
-    ``batching_*``, ``max_pending_messages`` and ``send_timeout_ms`` are validated and
-    kept for the record: every WebSocket message is appended as its own entry at once,
-    so there is no client-side batch or pending queue for them to shape.
+    ``batching_*`` and ``send_timeout_ms`` are validated and kept for the record: every
+    WebSocket message is appended as its own entry at once, so there is no client-side
+    batch for them to shape. ``max_pending_messages`` bounds the appends waiting for their
+    acks (0: the gateway's ``maxPendingPublishRequestsPerConnection``): past it no frame
+    is read until half are answered.
     """
 
     producer_name: str | None = None

@@ -150,7 +150,9 @@ class ProducerSession:
 
     Frames are appended as they arrive (the appends pipeline to Redis); one writer task
     sends the acks in frame order as the appends complete, those ready together in one
-    socket write.
+    socket write. No frame is read while ``maxPendingMessages`` appends wait for their
+    acks or the gateway's publish buffer is full, so a client that floods frames without
+    reading its acks is held back by TCP, not buffered.
     """
 
     def __init__(self, session: Session, producer: TopicProducer) -> None:
@@ -158,6 +160,16 @@ class ProducerSession:
         self.producer = producer
         self._replies: deque[_Reply] = deque()
         self._queued = asyncio.Event()
+        # Frames are not read while this many publishes wait for their answer, until half
+        # are answered (the producer's maxPendingMessages, else the gateway's
+        # maxPendingPublishRequestsPerConnection); nor while the publish buffer is full.
+        services = session.services
+        self._max_pending = (
+            producer.params.max_pending_messages or services.limits.max_pending_publishes
+        )
+        self._room = asyncio.Event()
+        self._room.set()
+        self._publish_buffer = services.publish_buffer.gate
         self._fenced = False
         self._writer: asyncio.Task[None] | None = None
         for p in producer.producers:
@@ -192,6 +204,11 @@ class ProducerSession:
         self._queued.set()
 
     async def on_text(self, text: str) -> None:
+        if len(self._replies) >= self._max_pending:
+            self._room.clear()
+            await self._room.wait()
+        if not self._publish_buffer.is_open:
+            await self._publish_buffer.wait_open()
         self.session.count_command("send")
         now = int(time.time() * 1000)
         try:
@@ -230,6 +247,8 @@ class ProducerSession:
                 else:
                     break
                 replies.popleft()
+            if len(replies) <= self._max_pending // 2:
+                self._room.set()
             if not await self.session.send_many(texts):
                 return
             if self._fenced:

@@ -213,11 +213,18 @@ _background: set[asyncio.Task[None]] = set()
 async def serve_frames(
     session: Session, on_text: Callable[[str], Awaitable[None]], on_binary: Callable[[], str]
 ) -> None:
-    """Read frames until the peer closes: text frames go to ``on_text``; a binary frame
-    gets the error text ``on_binary()`` returns. A peer that vanished (aiohttp's answer to
-    its PING, or a reply, finds the socket closing) ends the session like a close does."""
+    """Read frames until the peer closes: text frames go to ``on_text``, one at a time (a
+    handler that waits holds back the reading of the next frame); a binary frame gets the
+    error text ``on_binary()`` returns. While Redis is behind (the services'
+    ``storage_backlog`` gate is closed) no frame is handled. A peer that vanished
+    (aiohttp's answer to its PING, or a reply, finds the socket closing) ends the session
+    like a close does."""
+    storage = session.services.storage_backlog
     try:
         async for msg in session.ws:
+            if not storage.is_open:
+                # Redis is behind: hold this client back rather than queue its requests
+                await storage.wait_open()
             if msg.type == web.WSMsgType.TEXT:
                 await on_text(msg.data)
             elif msg.type == web.WSMsgType.BINARY:

@@ -68,7 +68,9 @@ class ConsumerSink(Protocol):
     """What an adapter gives the core to receive a consumer's messages."""
 
     def deliver(self, consumer: ConsumerHandle, deliveries: list[Delivery]) -> None:
-        """Send ``deliveries`` to the client (permits were already taken)."""
+        """Send ``deliveries`` to the client (permits were already taken). The adapter
+        calls ``consumer.set_writable(False)`` when its connection cannot take more (and
+        True once it can): the core then sends nothing until it drains."""
 
     def closed_by_gateway(self, consumer: ConsumerHandle) -> None:
         """The core closed the consumer (lease lost, seek); the client should re-subscribe."""
@@ -90,6 +92,7 @@ class ConsumerHandle(Protocol):
     uid: str
     name: str
     closed: bool
+    writable: bool
     active: bool | None
     topic_name: str
     subscription_name: str
@@ -102,6 +105,9 @@ class ConsumerHandle(Protocol):
 
     def flow(self, permits: int) -> None:
         """Add ``permits`` (``CommandFlow.messagePermits``)."""
+
+    def set_writable(self, writable: bool) -> None:
+        """Whether the client's connection can take more messages now."""
 
     def ack(self, stream_ids: Sequence[bytes]) -> asyncio.Future[int]:
         """Individually acknowledge entries."""
@@ -177,6 +183,9 @@ class Consumer:
         self.sink = sink
         self.permits = 0
         self.closed = False
+        #: whether the client's connection takes more messages now (Pulsar
+        #: ``Consumer.isWritable``): a consumer that is not gets nothing, its permits stay
+        self.writable = True
         #: Failover: whether this is the subscription's active consumer (None: not known yet)
         self.active: bool | None = None
         #: Set once the client acks batch indexes or gets a partly acked batch: its whole-entry
@@ -206,9 +215,20 @@ class Consumer:
         if self.permits > 0 and not self.closed:
             self.subscription.wake()
 
-    def deliver(self, deliveries: list[Delivery], messages: int) -> None:
+    def set_writable(self, writable: bool) -> None:
+        """The adapter's connection filled its send buffer (False) or drained it (True).
+        Pulsar's dispatchers hold back a consumer whose channel is not writable; here it
+        gets nothing at all until it drains, and its permits stay granted."""
+        if writable is self.writable:
+            return
+        self.writable = writable
+        if writable and self.permits > 0 and not self.closed:
+            self.subscription.wake()
+
+    def deliver(self, deliveries: list[Delivery], messages: int) -> int:
         """Take ``messages`` permits and hand ``deliveries`` (holding that many messages) to
-        the sink; called by the dispatcher, which has counted them already."""
+        the sink; called by the dispatcher, which has counted them already. Returns their
+        size in bytes."""
         if not self.reports_redelivery_count:
             for d in deliveries:
                 d.redelivery_count = 0
@@ -218,6 +238,7 @@ class Consumer:
         if not self.batch_acks and any(d.ack_set for d in deliveries):
             self.batch_acks = True
         self.sink.deliver(self, deliveries)
+        return size
 
     def set_active(self, active: bool) -> None:
         """Record Failover activity; tell the client when it changes

@@ -55,6 +55,8 @@ from pulsar_gateway.core.topics.topic import Topic
 
 __all__ = [
     "DISPATCH_CHUNK",
+    "FIRST_READ_MESSAGES",
+    "MAX_READ_SIZE_BYTES",
     "POLL_INTERVAL",
     "ROUND_ROBIN_BATCH",
     "DispatchedSubscription",
@@ -71,6 +73,14 @@ ROUND_ROBIN_BATCH = 20
 DISPATCH_CHUNK = 250
 #: Fallback poll when no notification arrives, seconds: covers lost pub/sub messages.
 POLL_INTERVAL = 1.0
+#: About the most bytes one request asks for (Pulsar ``dispatcherMaxReadSizeBytes``): a
+#: request is capped in messages by the average message size delivered so far, as
+#: ``ManagedCursorImpl.applyMaxSizeCap`` caps a read by the ledger's average entry size,
+#: so a consumer of large messages is not handed DISPATCH_CHUNK of them at once.
+MAX_READ_SIZE_BYTES = 5 * 1024 * 1024
+#: The average message size assumed before the first delivery: the first request of a
+#: dispatcher asks for at most this many messages' worth of MAX_READ_SIZE_BYTES.
+FIRST_READ_MESSAGES = 50
 
 
 class DispatchedSubscription(Protocol):
@@ -112,6 +122,8 @@ class Dispatcher:
         #: loop time when the earliest scheduled message is due, if known
         self._due_at: float | None = None
         self._messages_per_entry = 1.0
+        #: bytes per message delivered (an estimate; None before the first delivery)
+        self._bytes_per_message: float | None = None
         self._next_reap = 0.0
         self._rotation = 0
 
@@ -170,7 +182,7 @@ class Dispatcher:
         sub = self.subscription
         delivered = 0
         while True:
-            ready = [c for c in sub.consumers if c.permits > 0 and not c.closed]
+            ready = [c for c in sub.consumers if c.permits > 0 and c.writable and not c.closed]
             if not ready:
                 return delivered
             if len(ready) == 1:
@@ -180,7 +192,7 @@ class Dispatcher:
             else:
                 self._rotation = (self._rotation + 1) % len(ready)
                 ready = ready[self._rotation :] + ready[: self._rotation]
-                calls = [self._request(c, min(c.permits, ROUND_ROBIN_BATCH)) for c in ready]
+                calls = [self._request(c, self._cap(c.permits, ROUND_ROBIN_BATCH)) for c in ready]
                 progress = 0
                 failure: BaseException | None = None
                 replies = await asyncio.gather(*calls, return_exceptions=True)
@@ -215,7 +227,7 @@ class Dispatcher:
         )
         drained = False
         delivered = 0
-        want = min(consumer.permits, DISPATCH_CHUNK)
+        want = self._cap(consumer.permits, DISPATCH_CHUNK)
         fut: asyncio.Future[DispatchReply] | None = self._request(consumer, want, lone=True)
         lane.flush_now()
         while fut is not None:
@@ -238,12 +250,20 @@ class Dispatcher:
             else:  # a native read: it says whether the stream had more
                 drained = reply.drained
                 more = not drained
-            if more and left > 0 and not consumer.closed:
-                want = min(left, DISPATCH_CHUNK)
+            if more and left > 0 and consumer.writable and not consumer.closed:
+                want = self._cap(left, DISPATCH_CHUNK)
                 fut = self._request(consumer, want, lone=True)
                 lane.flush_now()
             delivered += self._deliver(consumer, deliveries, messages)
         return delivered, drained
+
+    def _cap(self, permits: int, chunk: int) -> int:
+        """Messages to ask for: the permits, at most ``chunk`` and about
+        MAX_READ_SIZE_BYTES at the average message size seen."""
+        per_message = self._bytes_per_message
+        if per_message is None:
+            per_message = MAX_READ_SIZE_BYTES / FIRST_READ_MESSAGES
+        return min(permits, chunk, max(1, int(MAX_READ_SIZE_BYTES / max(per_message, 1.0))))
 
     def _await_settle(self, consumer: Consumer, settled: asyncio.Future[SettleReply]) -> None:
         """Act on a native read's ``settle_read.lua`` reply when it comes. Until it runs,
@@ -408,5 +428,7 @@ class Dispatcher:
             # Closed while the call was in flight: the release script, queued after this
             # dispatch, has parked these entries again.
             return 0
-        consumer.deliver(deliveries, messages)
+        size = consumer.deliver(deliveries, messages) / max(messages, 1)
+        known = self._bytes_per_message
+        self._bytes_per_message = size if known is None else 0.8 * known + 0.2 * size
         return messages

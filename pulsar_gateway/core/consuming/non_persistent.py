@@ -4,8 +4,8 @@ stored.
 Strategy: a non-persistent topic is a Redis Pub/Sub channel (``P:{T}:np``; producers in
 :mod:`pulsar_gateway.core.producing.non_persistent`). Every gateway with consumers on the
 topic listens to the channel and hands each message to its local consumers that should get
-it, if they have permits; a message that finds no permits is dropped and counted (Pulsar's
-``msgDropRate``).
+it, if they have permits; a message that finds no permits, or a consumer whose connection
+is not writable, is dropped and counted (Pulsar's ``msgDropRate``).
 
 Who gets a message, fleet-wide. Each subscription has a registry of live consumers in Redis
 (``P:{T}:np-consumers:<sub>``, members ``<type>|<consumer name>|<uid>`` scored by lease
@@ -104,6 +104,7 @@ class NonPersistentConsumer:
         self.sink = sink
         self.permits = 0
         self.closed = False
+        self.writable = True
         self.active: bool | None = None
         self.subscription_type = sub.type
         self.subscription_name = sub.name
@@ -117,6 +118,9 @@ class NonPersistentConsumer:
 
     def flow(self, permits: int) -> None:
         self.permits += permits
+
+    def set_writable(self, writable: bool) -> None:
+        self.writable = writable
 
     def ack(self, stream_ids: Sequence[bytes]) -> asyncio.Future[int]:
         return resolved(0)
@@ -192,7 +196,8 @@ class NonPersistentSubscriptions:
         self._refresh = Periodic("non-persistent registry refresh", REFRESH_SECONDS, self.refresh)
         self.dropped = MetricCounter(
             "pulsar_gateway_non_persistent_msg_dropped",
-            "Non-persistent messages dropped for lack of permits (Pulsar msgDropRate)",
+            "Non-persistent messages dropped for lack of permits or of a writable connection "
+            "(Pulsar msgDropRate)",
             ["topic", "subscription"],
             registry=metrics.registry,
         )
@@ -318,8 +323,9 @@ class NonPersistentSubscriptions:
             consumer = self._target(sub, ledger, entry)
             if consumer is None:
                 continue
-            if consumer.permits <= 0:
-                # Pulsar's NonPersistentDispatcher drops what a consumer has no permits for.
+            if consumer.permits <= 0 or not consumer.writable:
+                # Pulsar's non-persistent dispatchers drop what a consumer has no permits
+                # for, or cannot take because its connection is not writable.
                 self.dropped.labels(sub.topic.full_name, sub.name).inc(num_messages)
                 continue
             consumer.deliver(Delivery(b"%d-%d" % (ledger, entry), blob, num_messages, 0))

@@ -41,6 +41,30 @@ class GatewayMetrics:
             ["protocol"],
             registry=r,
         )
+        self.connections_refused = Counter(
+            "pulsar_gateway_connections_refused",
+            "Client connections refused at accept, by limit (brokerMaxConnections, "
+            "brokerMaxConnectionsPerIp)",
+            ["protocol", "reason"],
+            registry=r,
+        )
+        self.throttled_connections = Gauge(
+            "pulsar_gateway_throttled_connections",
+            "Client connections not read now, by reason: pending_publishes, "
+            "pending_requests, publish_buffer, outbound_buffer_full, storage_backlog",
+            ["protocol", "reason"],
+            registry=r,
+        )
+        self.publish_buffer_bytes = Gauge(
+            "pulsar_gateway_publish_buffer_bytes",
+            "Bytes of published messages waiting for Redis (maxMessagePublishBufferSizeInMB)",
+            registry=r,
+        )
+        self.storage_queue = Gauge(
+            "pulsar_gateway_storage_queue",
+            "Redis commands queued and not yet written (Redis is behind when this grows)",
+            registry=r,
+        )
         self.errors = Counter(
             "pulsar_gateway_errors",
             "Errors returned to clients, by Pulsar error name",

@@ -39,6 +39,7 @@ from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
     DeliveryDelayNotAllowed,
 )
+from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts.append import append_entries, entry_options
 from pulsar_gateway.core.topics.topic import Topic
@@ -182,6 +183,7 @@ class Producer:
         access_mode: ProducerAccessMode = ProducerAccessMode.SHARED,
         epoch: int = 0,
         user_provided_name: bool = True,
+        publish_buffer: PublishBuffer | None = None,
     ) -> None:
         self.topic = topic
         self.topic_name = topic.full_name
@@ -212,9 +214,12 @@ class Producer:
         self.topic_meter = topic_meter
         self.producer_id = 0
         self.client = ClientInfo()
-        #: this tick's entries and their futures, sent together at the end of the tick
+        #: this tick's entries, their futures and bytes, sent together at the end of the tick
         self._batch: list[tuple[bytes, str]] = []
         self._waiting: list[asyncio.Future[bytes | int | None]] = []
+        self._batch_bytes = 0
+        #: the gateway's publish buffer: entries count from their append until Redis answers
+        self._buffer = publish_buffer or PublishBuffer(0)
 
     def _append(self, blob: bytes, options: str) -> asyncio.Future[bytes | int | None]:
         """Queue an entry (blob and :func:`entry_options`) for this tick's append call;
@@ -225,15 +230,23 @@ class Producer:
             loop.call_soon(self._send_batch)
         self._batch.append((blob, options))
         self._waiting.append(fut)
+        self._batch_bytes += len(blob)
+        self._buffer.acquire(len(blob))
         return fut
 
     def _send_batch(self) -> None:
-        entries, waiting = self._batch, self._waiting
-        self._batch, self._waiting = [], []
+        entries, waiting, size = self._batch, self._waiting, self._batch_bytes
+        self._batch, self._waiting, self._batch_bytes = [], [], 0
         reply = append_entries(self._lane, self._keys, rollover=self._rollover, entries=entries)
         # in the same pipeline, after the appends: every gateway's dispatchers wake
         self._lane.notify(self._keys.notify_channel)
-        reply.add_done_callback(lambda done: _settle(waiting, done))
+        buffer = self._buffer
+
+        def settle(done: asyncio.Future[list[bytes | int | None]]) -> None:
+            buffer.release(size)
+            _settle(waiting, done)
+
+        reply.add_done_callback(settle)
 
     def _appended(self, blob: bytes, num_messages: int) -> None:
         """Count the entry.

@@ -33,6 +33,7 @@ from pulsar_gateway.core.producing.producer import (
     generate_producer_name,
 )
 from pulsar_gateway.core.producing.producer_registry import ProducerRegistry
+from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.topics.schema_registry import SchemaRegistry
 from pulsar_gateway.core.topics.topic import Topic, Topics
@@ -55,6 +56,7 @@ class ProducerService:
             gateway's flags).
         metrics: the gateway's counters; ``meters``: a topic's meters on this gateway.
         cluster_name, gateway_id: make generated producer names and uids fleet-unique.
+        publish_buffer: the gateway's publish buffer, which every producer counts in.
     """
 
     def __init__(
@@ -70,8 +72,10 @@ class ProducerService:
         meters: Callable[[str], TopicMeters],
         cluster_name: str,
         gateway_id: str,
+        publish_buffer: PublishBuffer | None = None,
     ) -> None:
         self._lane = lane
+        self.publish_buffer = publish_buffer or PublishBuffer(0)
         self._topics = topics
         self._registry = registry
         self._schemas = schemas
@@ -176,6 +180,7 @@ class ProducerService:
             access_mode=access_mode,
             epoch=epoch,
             user_provided_name=user_provided_name,
+            publish_buffer=self.publish_buffer,
         )
         producer.deduplication, producer.delayed_delivery = await self._topic_policies(topic.name)
         return producer

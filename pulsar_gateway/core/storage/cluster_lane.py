@@ -158,7 +158,15 @@ class ClusterLane(Lane):
         lane.on_refused = self._refused
         lane.on_lost = partial(self._master_lost, address)
         lane.on_notified = self._notified
+        lane.backlog.subscribe(self._node_backlog_changed)
         return lane
+
+    def _node_backlog_changed(self, is_open: bool) -> None:
+        """The cluster's backlog gate is closed while any master's lane is behind."""
+        if not is_open:
+            self.backlog.close()
+        elif all(lane.backlog.is_open for lane in self._nodes.values()):
+            self.backlog.open()
 
     def _notified(self, channels: set[str]) -> None:
         if self.on_notified is not None:
@@ -359,6 +367,10 @@ class ClusterLane(Lane):
     def flush_now(self) -> None:
         for lane in self._nodes.values():
             lane.flush_now()
+
+    @property
+    def queued(self) -> int:
+        return sum(lane.queued for lane in self._nodes.values())
 
     # -- lifecycle --------------------------------------------------------------------
 

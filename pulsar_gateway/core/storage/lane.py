@@ -60,6 +60,7 @@ except ImportError:  # pragma: no cover - another redis-py layout: the public pa
     _NOT_ENOUGH_DATA = None
 
 from pulsar_gateway.core.errors import ServiceNotReady, StorageError
+from pulsar_gateway.core.gate import Gate
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
 from pulsar_gateway.core.storage.slots import has_hash_tag, is_read_only
 
@@ -79,6 +80,11 @@ log = logging.getLogger(__name__)
 PIPELINE_TIMEOUT = 30.0
 #: Pipelines written and not yet answered, at most; beyond it commands wait in the queue.
 MAX_PIPELINES_IN_FLIGHT = 16
+#: Commands queued and not yet written, at which the lane's ``backlog`` gate closes: Redis
+#: is behind (MAX_PIPELINES_IN_FLIGHT unanswered) or away, and the front ends stop reading
+#: their clients until the queue is down to half. Appends count once per producer and tick,
+#: and their bytes are bounded by the publish buffer, so this counts calls, not bytes.
+MAX_QUEUED_COMMANDS = 10_000
 #: Seconds a connection attempt may take before it counts as failed.
 CONNECT_TIMEOUT = 10.0
 #: Back-off between connection attempts after a failed one: doubles from RECONNECT_MIN up
@@ -312,6 +318,9 @@ class Lane:
         #: the WAIT command ending a writing pipeline, one object: found by identity
         self._wait = self.replica_acks.command if self.replica_acks else None
         self._queue: list[QueuedCommand] = []
+        #: closed while MAX_QUEUED_COMMANDS or more wait to be written, until half are left
+        #: (the front ends hold their clients back meanwhile: docs/operations.md)
+        self.backlog = Gate("storage queue")
         #: calls refused with NOSCRIPT, in the order they were first sent; sent before _queue
         self._retry: list[QueuedCommand] = []
         self._notify: set[str] = set()
@@ -404,7 +413,10 @@ class Lane:
         if self._closed:
             fut.set_exception(ServiceNotReady("the gateway is shutting down"))
             return fut
-        self._queue.append((args, fut, script, decode))
+        queue = self._queue
+        queue.append((args, fut, script, decode))
+        if len(queue) >= MAX_QUEUED_COMMANDS:
+            self.backlog.close()
         self._schedule()
         return fut
 
@@ -414,7 +426,18 @@ class Lane:
             self._fail([command], ServiceNotReady("the gateway is shutting down"))
             return
         self._queue.append(command)
+        if len(self._queue) >= MAX_QUEUED_COMMANDS:
+            self.backlog.close()
         self._schedule()
+
+    @property
+    def queued(self) -> int:
+        """Commands waiting to be written (metrics)."""
+        return len(self._queue) + len(self._retry)
+
+    def _queue_taken(self) -> None:
+        if not self.backlog.is_open and self.queued <= MAX_QUEUED_COMMANDS // 2:
+            self.backlog.open()
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -444,6 +467,7 @@ class Lane:
         if len(self._in_flight) >= MAX_PIPELINES_IN_FLIGHT:
             return  # the reader schedules a flush as replies come back
         batch, self._retry, self._queue = self._retry + self._queue, [], []
+        self._queue_taken()
         if self._wait is not None and any(not is_read_only(cmd[0], cmd[2]) for cmd in batch):
             batch.append((self._wait, None, None, None))
         notified = self._notify
@@ -520,6 +544,7 @@ class Lane:
     def _take_queue(self) -> list[QueuedCommand]:
         batch, self._retry, self._queue = self._retry + self._queue, [], []
         self._notify = set()
+        self._queue_taken()
         return batch
 
     # -- receiving --------------------------------------------------------------------
