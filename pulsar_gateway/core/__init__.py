@@ -101,6 +101,10 @@ from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
     DeliveryDelayNotAllowed,
 )
+from pulsar_gateway.core.policies.unacked_limits import (
+    MAX_UNACKED_PER_CONSUMER_POLICY,
+    MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
+)
 from pulsar_gateway.core.producing.producer import ProducerHandle
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.services import Limits, Services
@@ -111,6 +115,8 @@ __all__ = [
     "BACKLOG_QUOTA_POLICY",
     "DELAYED_DELIVERY_POLICY",
     "MAX_PAGE",
+    "MAX_UNACKED_PER_CONSUMER_POLICY",
+    "MAX_UNACKED_PER_SUBSCRIPTION_POLICY",
     "PARTITION_SUFFIX",
     "QUOTA_TYPES",
     "AlreadyExists",

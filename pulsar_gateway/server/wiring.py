@@ -196,6 +196,11 @@ def build(
         lease_ms=lease_ms,
         metrics=metrics,
         meters=meters.topic,
+        policies=policy_store,
+        default_unacked_limits=policies.UnackedLimits(
+            config.max_unacked_messages_per_consumer,
+            config.max_unacked_messages_per_subscription,
+        ),
     )
 
     # the fleet: membership, rate reports, stats, metrics

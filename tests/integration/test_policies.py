@@ -31,6 +31,8 @@ def _request(method: str, url: str, body: Any = None, raw: bytes | None = None) 
         ("messageTTL", 30),
         ("retention", {"retentionTimeInMinutes": 10, "retentionSizeInMB": -1}),
         ("compactionThreshold", 1048576),
+        ("maxUnackedMessagesPerConsumer", 500),
+        ("maxUnackedMessagesPerSubscription", 0),
     ],
 )
 def test_namespace_policy_set_get_delete(gateway, segment, value):

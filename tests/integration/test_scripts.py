@@ -57,6 +57,7 @@ def dispatch(
     sub_type: SubscriptionType = SubscriptionType.SHARED,
     *,
     native: bool = False,
+    unacked: scripts_dispatch.UnackedArgs = scripts_dispatch.NO_UNACKED_LIMITS,
 ) -> asyncio.Future[DispatchReply]:
     call = scripts_dispatch.dispatch_native if native else scripts_dispatch.dispatch
     return call(
@@ -69,6 +70,7 @@ def dispatch(
         lease_ms=LEASE,
         subscription_type=sub_type,
         partition=-1,
+        unacked_limits=unacked,
     )
 
 
@@ -323,6 +325,57 @@ async def test_script_flush_mid_stream_keeps_call_order(storage):
     replies = await asyncio.gather(*calls, return_exceptions=True)
     assert isinstance(replies[0], SubscribeReply)
     assert all(isinstance(r, ConsumerBusy) for r in replies[1:])
+
+
+# -- unacked limits ---------------------------------------------------------------------------
+
+
+async def test_a_consumer_gets_entries_up_to_its_unacked_limit_then_nothing(storage):
+    await subscribe(storage, "g-1")
+    await append(storage, 10)
+    limits = (4, 0, 0, 0)
+    first = await dispatch(storage, "g-1", 100, unacked=limits)
+    assert len(first.deliveries) == 4
+    refused = await dispatch(storage, "g-1", 100, unacked=limits)
+    assert refused.status is DispatchStatus.BLOCKED
+    assert (refused.unacked, refused.consumer_blocked) == ((4, 4), True)
+    # blocked: refused until half (2) is left, then up to the limit again
+    await storage.call("XACK", KEYS.stream, SUB, first.deliveries[0].stream_id)
+    still = await dispatch(storage, "g-1", 100, unacked=(4, 1, 0, 0))
+    assert still.status is DispatchStatus.BLOCKED
+    await storage.call("XACK", KEYS.stream, SUB, first.deliveries[1].stream_id)
+    again = await dispatch(storage, "g-1", 100, unacked=(4, 1, 0, 0))
+    assert len(again.deliveries) == 2  # room: 4 - 2 held
+
+
+async def test_the_subscription_limit_counts_real_consumers_only(storage):
+    """Entries parked for redelivery (or scheduled, or waiting for a Key_Shared consumer)
+    are at reserved consumers, not at a client: they do not count."""
+    await subscribe(storage, "g-1")
+    await subscribe(storage, "g-2")
+    await append(storage, 10)
+    limits = (0, 0, 6, 0)
+    got = await dispatch(storage, "g-1", 4, unacked=limits)
+    assert len(got.deliveries) == 4
+    assert len((await dispatch(storage, "g-2", 100, unacked=limits)).deliveries) == 2
+    refused = await dispatch(storage, "g-2", 100, unacked=limits)
+    assert refused.status is DispatchStatus.BLOCKED
+    assert (refused.unacked, refused.subscription_blocked) == ((2, 6), True)
+    # g-1 gives its four back (parked): the subscription holds 2, under half of 6 (Pulsar
+    # unblocks a subscription below half)
+    await acks.redeliver(storage, SUB_KEYS, subscription=SUB, consumer="g-1", stream_ids=())
+    again = await dispatch(storage, "g-2", 100, unacked=(0, 0, 6, 1))
+    assert [d.stream_id for d in again.deliveries] == [d.stream_id for d in got.deliveries]
+
+
+async def test_a_native_read_delivers_no_more_than_the_unacked_room(storage):
+    await subscribe(storage, "g-1")
+    ids = await append(storage, 10)
+    reply = await dispatch(storage, "g-1", 100, native=True, unacked=(3, 0, 0, 0))
+    assert [d.stream_id for d in reply.deliveries] == ids[:3]
+    assert reply.settled is not None
+    await reply.settled  # the rest was read and handed back
+    assert [i for i, _ in await pending_at(storage, "g-1")] == ids[:3]
 
 
 # -- the native read: dispatch.lua as control, XREADGROUP in the same pipeline ---------------

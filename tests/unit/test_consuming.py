@@ -70,8 +70,9 @@ NOW_MS = 1_000_000
 def dispatched(
     *entries: list[Any], moved: int = 0, next_due: int = -1, late: list[int] | None = None
 ) -> list[Any]:
-    """``{0, moved, next_due, late, now, (id, fields, redelivery_count, ack set)...}``."""
-    return [0, moved, next_due, late or [], NOW_MS, *itertools.chain.from_iterable(entries)]
+    """``{0, moved, next_due, late, now, room, (id, fields, redelivery_count, ack set)...}``
+    (room -1: no unacked limit)."""
+    return [0, moved, next_due, late or [], NOW_MS, -1, *itertools.chain.from_iterable(entries)]
 
 
 def read_reply(*rows: tuple[bytes, list[Any]]) -> list[Any] | None:
@@ -215,7 +216,20 @@ async def test_lone_consumer_is_fed_in_chunks_each_asked_before_the_last_is_deli
     # before any delivery told the messages' size, a request asks for a few only (a first
     # read of DISPATCH_CHUNK large messages would be DISPATCH_CHUNK x their size)
     first_read = FIRST_READ_MESSAGES
-    assert first.args == (SUB, "gw-0", first_read, "1.000", LEASE_MS, int(Shared), -1, 1)
+    assert first.args == (
+        SUB,
+        "gw-0",
+        first_read,
+        "1.000",
+        LEASE_MS,
+        int(Shared),
+        -1,
+        1,
+        0,
+        0,
+        0,
+        0,
+    )
     assert permits_asked(lane, "dispatch", "gw-0") == [first_read, first_read, 250, 250]
     # the next chunk is requested (and flushed) before the current one goes to the client
     assert calls_at_delivery == [2, 3, 4, 4]
@@ -591,8 +605,8 @@ async def test_failover_reads_natively_only_once_the_consumer_is_known_active(
     assert consumer.active is True
 
     assert await sub.dispatcher.run_once() == 0
-    assert [len(call.args) for call in lane.named("dispatch")] == [7, 8]
-    assert lane.named("dispatch")[1].args[7] == 1
+    # ARGV[8]: 0 the script reads new entries, 1 the native read does
+    assert [call.args[7] for call in lane.named("dispatch")] == [0, 1]
     assert len(lane.named("XREADGROUP")) == 1
 
 
@@ -610,8 +624,18 @@ async def test_key_shared_dispatch_uses_its_script_and_learns_the_batch_size(
     assert lane.named("dispatch") == []
     calls = lane.named("dispatch_key_shared")
     assert [call.args for call in calls] == [
-        (SUB, "gw-0", 5, "1.000", LEASE_MS),
-        (SUB, "gw-0", 2, "1.400", LEASE_MS),  # permits left; 0.8 * 1 + 0.2 * 3 per entry
+        (SUB, "gw-0", 5, "1.000", LEASE_MS, 0, 0, 0, 0),
+        (
+            SUB,
+            "gw-0",
+            2,
+            "1.400",
+            LEASE_MS,
+            0,
+            0,
+            0,
+            0,
+        ),  # permits left; 0.8 * 1 + 0.2 * 3 per entry
     ]
     assert consumer.permits == 2
     assert sink.delivered[0].num_messages == 3
@@ -666,7 +690,8 @@ async def test_read_compacted_past_the_horizon_falls_back_to_dispatch(
 
     names = [call.name for call in lane.calls if call.kind == "eval"]
     assert names[:2] == ["dispatch_compacted", "dispatch"]
-    assert lane.named("dispatch")[0].args == lane.named("dispatch_compacted")[0].args
+    # the same request (the plain script takes the native-read flag and limits too)
+    assert lane.named("dispatch")[0].args[:7] == lane.named("dispatch_compacted")[0].args
     assert [d.blob for d in sink.delivered] == [b"tail"]
 
 
@@ -869,9 +894,13 @@ class RecordingSubscription:
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     meter: Meter = field(default_factory=Meter)
     events: list[str] = field(default_factory=list)
+    blocked_on_unacked: bool = False
 
     def wake(self) -> None:
         self.events.append("wake")
+
+    def recheck_unacked(self) -> None:
+        self.events.append("recheck")
 
     def notify(self) -> None:
         self.events.append("notify")

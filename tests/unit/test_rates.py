@@ -22,6 +22,8 @@ class _Consumer:
     name = "c"
     uid = "g-1"
     permits = 10
+    blocked_on_unacked = False
+    subscription_blocked_on_unacked = False
 
     def __init__(self) -> None:
         self.meter = Meter()

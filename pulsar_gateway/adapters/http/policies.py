@@ -25,6 +25,8 @@ from aiohttp import web
 from pulsar_gateway.adapters.resource import SERVICES, fail, http_error, read_text
 from pulsar_gateway.core import (
     DELAYED_DELIVERY_POLICY,
+    MAX_UNACKED_PER_CONSUMER_POLICY,
+    MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
     DelayedDeliveryPolicy,
     GatewayError,
     InvalidTopicName,
@@ -111,6 +113,22 @@ POLICIES: tuple[PolicySpec, ...] = (
         "compactionThreshold",
         "compactionThreshold",
         "compactionThreshold",
+        _non_negative_int,
+        schema=_INT_SCHEMA,
+    ),
+    # Pulsar's maxUnackedMessagesPerConsumer / PerSubscription at namespace level, and
+    # maxUnackedMessagesOnConsumer / OnSubscription at topic level: one stored name each
+    PolicySpec(
+        MAX_UNACKED_PER_CONSUMER_POLICY,
+        "maxUnackedMessagesPerConsumer",
+        "maxUnackedMessagesOnConsumer",
+        _non_negative_int,
+        schema=_INT_SCHEMA,
+    ),
+    PolicySpec(
+        MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
+        "maxUnackedMessagesPerSubscription",
+        "maxUnackedMessagesOnSubscription",
         _non_negative_int,
         schema=_INT_SCHEMA,
     ),

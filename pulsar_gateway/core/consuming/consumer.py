@@ -93,6 +93,7 @@ class ConsumerHandle(Protocol):
     name: str
     closed: bool
     writable: bool
+    blocked_on_unacked: bool
     active: bool | None
     topic_name: str
     subscription_name: str
@@ -102,6 +103,11 @@ class ConsumerHandle(Protocol):
     meter: Meter
     reports_redelivery_count: bool
     client: ClientInfo
+
+    @property
+    def subscription_blocked_on_unacked(self) -> bool:
+        """Its subscription is over its unacked limit (stats)."""
+        ...
 
     def flow(self, permits: int) -> None:
         """Add ``permits`` (``CommandFlow.messagePermits``)."""
@@ -146,8 +152,13 @@ class ConsumerSubscription(Protocol):
     metrics: GatewayMetrics
     meter: Meter
 
+    blocked_on_unacked: bool
+
     def wake(self) -> None:
         """Wake this gateway's dispatcher of the subscription."""
+
+    def recheck_unacked(self) -> None:
+        """Have the dispatcher check the unacked limits again (acks came in)."""
 
     def notify(self) -> None:
         """Wake every gateway's dispatchers of the topic."""
@@ -186,6 +197,9 @@ class Consumer:
         #: whether the client's connection takes more messages now (Pulsar
         #: ``Consumer.isWritable``): a consumer that is not gets nothing, its permits stay
         self.writable = True
+        #: over its unacked limit as the last dispatch said (Pulsar
+        #: ``blockedConsumerOnUnackedMsgs``): it gets nothing until acks bring it to half
+        self.blocked_on_unacked = False
         #: Failover: whether this is the subscription's active consumer (None: not known yet)
         self.active: bool | None = None
         #: Set once the client acks batch indexes or gets a partly acked batch: its whole-entry
@@ -206,6 +220,10 @@ class Consumer:
         self.meter = Meter()
         self.subscription_meter = subscription.meter
         self.client = ClientInfo()
+
+    @property
+    def subscription_blocked_on_unacked(self) -> bool:
+        return self.subscription.blocked_on_unacked
 
     # -- flow control and delivery ---------------------------------------------------
 
@@ -253,9 +271,15 @@ class Consumer:
         """Individually acknowledge entries (``XACK``); unknown or repeated ids are ignored."""
         if self.batch_acks:
             self._lane.call("HDEL", self._keys.ack_sets, *stream_ids)
-        return self._watch(
-            self._lane.call("XACK", self._keys.stream, self.subscription.name, *stream_ids)
-        )
+        fut = self._lane.call("XACK", self._keys.stream, self.subscription.name, *stream_ids)
+        self._unacked_changed()
+        return self._watch(fut)
+
+    def _unacked_changed(self) -> None:
+        """Entries left this consumer: if it or its subscription was blocked on its unacked
+        limit, the next dispatch (queued after this change) checks again."""
+        if self.blocked_on_unacked or self.subscription.blocked_on_unacked:
+            self.subscription.recheck_unacked()
 
     def _watch(self, fut: asyncio.Future[int]) -> asyncio.Future[int]:
         """Abandon this consumer if ``fut``, a change of its acks or redeliveries, fails."""
@@ -268,11 +292,11 @@ class Consumer:
         """Batch-index ack: for each ``(stream id, ack set words)``, the batch's messages whose
         bit is clear are acknowledged; the entry is acknowledged once none is left."""
         self.batch_acks = True
-        return self._watch(
-            acks.ack_batch_index(
-                self._lane, self._keys, subscription=self.subscription.name, acks=acks_
-            )
+        fut = acks.ack_batch_index(
+            self._lane, self._keys, subscription=self.subscription.name, acks=acks_
         )
+        self._unacked_changed()
+        return self._watch(fut)
 
     def ack_cumulative(self, upto: bytes) -> asyncio.Future[int]:
         """Acknowledge everything up to and including stream id ``upto``.
@@ -302,6 +326,7 @@ class Consumer:
             stream_ids=stream_ids or (),
         )
         fut.add_done_callback(self._after_redeliver)
+        self._unacked_changed()
         return self._watch(fut)
 
     def _after_redeliver(self, fut: asyncio.Future[int]) -> None:

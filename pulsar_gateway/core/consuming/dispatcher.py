@@ -32,7 +32,6 @@ past the horizon that script answers NOT_COMPACTED and the ordinary dispatch fol
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Protocol
@@ -43,6 +42,7 @@ from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.futures import read_outcome
 from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import dispatch
@@ -96,6 +96,8 @@ class DispatchedSubscription(Protocol):
     read_compacted: bool
     consumers: list[Consumer]
     metrics: GatewayMetrics
+    unacked_limits: UnackedLimits
+    blocked_on_unacked: bool
 
     def set_active(self, active_uid: str) -> None:
         """Failover: mark which local consumer is active."""
@@ -126,8 +128,16 @@ class Dispatcher:
         self._bytes_per_message: float | None = None
         self._next_reap = 0.0
         self._rotation = 0
+        #: the next round also asks for consumers blocked on their unacked limit
+        self._recheck = False
 
     def wake(self) -> None:
+        self._wake.set()
+
+    def recheck_unacked(self) -> None:
+        """Acks came in: the next round asks again for blocked consumers (the script
+        decides whether they are under the limit, or half of it, now)."""
+        self._recheck = True
         self._wake.set()
 
     def start(self) -> None:
@@ -152,9 +162,13 @@ class Dispatcher:
             timeout = POLL_INTERVAL
             if self._due_at is not None:
                 timeout = min(timeout, max(0.0, self._due_at - loop.time()))
-            with contextlib.suppress(TimeoutError):
+            try:
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
+            except TimeoutError:
+                # the slow poll also catches acks made through other gateways (and admin
+                # moves) that brought a blocked consumer or subscription under its limit
+                self._recheck = True
             self._wake.clear()
             if self._due_at is not None and self._due_at <= loop.time():
                 self._due_at = None  # this round's replies tell the next time
@@ -181,8 +195,17 @@ class Dispatcher:
         """
         sub = self.subscription
         delivered = 0
+        recheck, self._recheck = self._recheck, False
         while True:
-            ready = [c for c in sub.consumers if c.permits > 0 and c.writable and not c.closed]
+            ready = [
+                c
+                for c in sub.consumers
+                if c.permits > 0
+                and c.writable
+                and not c.closed
+                and (recheck or not (c.blocked_on_unacked or sub.blocked_on_unacked))
+            ]
+            recheck = False
             if not ready:
                 return delivered
             if len(ready) == 1:
@@ -305,15 +328,28 @@ class Dispatcher:
         on Exclusive and Shared, and on Failover once the consumer is known to be the
         active one (an inactive one would read only to hand everything back). Key_Shared
         routes each entry by its key in Lua; a compacted view is read in Lua too."""
-        sub_type = self.subscription.type
-        if sub_type is SubscriptionType.FAILOVER:
+        sub = self.subscription
+        if sub.type is SubscriptionType.FAILOVER:
             return consumer.active is True
-        return sub_type is not SubscriptionType.KEY_SHARED
+        # a consumer that may be over its unacked limit is asked by the script alone: a
+        # native read would take entries only to hand them back
+        return (
+            sub.type is not SubscriptionType.KEY_SHARED
+            and not consumer.blocked_on_unacked
+            and not sub.blocked_on_unacked
+        )
 
     def _request_plain(
         self, consumer: Consumer, permits: int, *, native: bool = False
     ) -> asyncio.Future[DispatchReply]:
         sub = self.subscription
+        limits = sub.unacked_limits
+        unacked = (
+            limits.consumer,
+            int(consumer.blocked_on_unacked),
+            limits.subscription,
+            int(sub.blocked_on_unacked),
+        )
         if sub.type is SubscriptionType.KEY_SHARED:
             return dispatch.dispatch_key_shared(
                 sub.lane,
@@ -323,6 +359,7 @@ class Dispatcher:
                 permits=permits,
                 messages_per_entry=self._messages_per_entry,
                 lease_ms=sub.lease_ms,
+                unacked_limits=unacked,
             )
         call = dispatch.dispatch_native if native else dispatch.dispatch
         return call(
@@ -335,6 +372,7 @@ class Dispatcher:
             lease_ms=sub.lease_ms,
             subscription_type=sub.type,
             partition=sub.partition,
+            unacked_limits=unacked,
         )
 
     def _request_compacted(self, consumer: Consumer, permits: int) -> asyncio.Future[DispatchReply]:
@@ -389,6 +427,14 @@ class Dispatcher:
         if reply.status is DispatchStatus.NOT_ACTIVE:
             sub.set_active(reply.active)
             return False
+        if reply.status is DispatchStatus.BLOCKED:
+            # over an unacked limit: nothing for the consumer (or the subscription) until
+            # acks bring it down to half (recheck_unacked, or the slow poll)
+            consumer.blocked_on_unacked = reply.consumer_blocked
+            sub.blocked_on_unacked = reply.subscription_blocked
+            return False
+        if consumer.blocked_on_unacked or sub.blocked_on_unacked:
+            consumer.blocked_on_unacked = sub.blocked_on_unacked = False
         if reply.wake_fleet:
             # Key_Shared entries were queued for consumers elsewhere, or a message was
             # scheduled ahead of the earliest one: wake the other gateways.

@@ -105,6 +105,9 @@ class NonPersistentConsumer:
         self.permits = 0
         self.closed = False
         self.writable = True
+        # non-persistent subscriptions have nothing unacked (stats)
+        self.blocked_on_unacked = False
+        self.subscription_blocked_on_unacked = False
         self.active: bool | None = None
         self.subscription_type = sub.type
         self.subscription_name = sub.name

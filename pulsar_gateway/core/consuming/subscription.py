@@ -31,6 +31,7 @@ from pulsar_gateway.core.fleet.rates import Meter
 from pulsar_gateway.core.model.key_shared import KeySharedPolicy
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import subscriptions
 from pulsar_gateway.core.topics.topic import Topic
@@ -84,11 +85,21 @@ class Subscription:
         self._on_idle = on_idle
         #: readers/consumers with read_compacted see the compacted view (docs/lifecycle.md)
         self.read_compacted = False
+        #: Shared and Key_Shared: the unacked limits (set by the subscription service from
+        #: the topic's policies), and whether the subscription is over its own, as this
+        #: gateway's last dispatch learnt (Pulsar ``blockedDispatcherOnUnackedMsgs``)
+        self.unacked_limits = UnackedLimits()
+        self.blocked_on_unacked = False
         self.dispatcher = Dispatcher(self)
 
     def wake(self) -> None:
         """Wake this gateway's dispatcher (new permits, a redelivery)."""
         self.dispatcher.wake()
+
+    def recheck_unacked(self) -> None:
+        """Acknowledgements or redeliveries may have brought a blocked consumer, or the
+        subscription, under its unacked limit: the dispatcher asks again."""
+        self.dispatcher.recheck_unacked()
 
     def notify(self) -> None:
         """Wake every gateway's dispatchers of the topic."""

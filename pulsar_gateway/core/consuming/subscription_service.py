@@ -26,6 +26,9 @@ from pulsar_gateway.core.model.message_id import MessageId, start_position
 from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.periodic import Periodic
+from pulsar_gateway.core.policies import unacked_limits
+from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
 from pulsar_gateway.core.storage.scripts import subscriptions
@@ -46,6 +49,8 @@ class SubscriptionService:
         gateway_id: prefixes consumer uids, so they are unique in the fleet.
         lease_ms: a consumer's lease.
         metrics: the gateway's counters; ``meters``: a topic's meters on this gateway.
+        policies: namespace and topic policies (the unacked limits).
+        default_unacked_limits: the unacked limits of topics without a policy.
     """
 
     def __init__(
@@ -59,8 +64,13 @@ class SubscriptionService:
         lease_ms: int,
         metrics: GatewayMetrics,
         meters: Callable[[str], TopicMeters],
+        policies: Policies | None = None,
+        default_unacked_limits: UnackedLimits | None = None,
     ) -> None:
         self._lane = lane
+        self._policies = policies
+        self._default_limits = default_unacked_limits or UnackedLimits()
+        self._refresh: asyncio.Task[None] | None = None
         self._notifier = notifier
         self._topics = topics
         self._non_persistent = non_persistent
@@ -75,7 +85,37 @@ class SubscriptionService:
         self._renewal = Periodic("consumer lease renewal", lease_ms / 3000, self.renew_leases)
 
     def start(self) -> None:
+        if self._policies is not None:
+            self._policies.on_change(self._policies_changed)
         self._renewal.start()
+
+    # -- unacked limits ------------------------------------------------------------------
+
+    async def _unacked_limits(
+        self, topic: TopicName, sub_type: SubscriptionType, durable: bool
+    ) -> UnackedLimits:
+        """The limits of a subscription of ``topic``: the topic's, for a durable Shared or
+        Key_Shared one; none for the others (Pulsar's ``Consumer.getMaxUnackedMessages``)."""
+        if self._policies is None or not durable or not sub_type.individual_ack_mode:
+            return UnackedLimits()
+        return await unacked_limits.effective(self._policies, topic, self._default_limits)
+
+    def _policies_changed(self) -> None:
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.get_running_loop().create_task(self.refresh_limits())
+
+    async def refresh_limits(self) -> None:
+        """Read the unacked limits of every local subscription again (a policy changed
+        somewhere in the fleet); a subscription whose limit went up is asked again."""
+        for sub in list(self._subscriptions.values()):
+            try:
+                limits = await self._unacked_limits(sub.topic.name, sub.type, sub.durable)
+            except GatewayError as exc:
+                log.warning("reading the unacked limits of %s failed: %s", sub.name, exc)
+                continue
+            if limits != sub.unacked_limits:
+                sub.unacked_limits = limits
+                sub.recheck_unacked()
 
     async def subscribe(
         self,
@@ -114,6 +154,10 @@ class SubscriptionService:
             )
         key = (topic.full_name, subscription)
         sub = self._subscriptions.get(key)
+        limits = UnackedLimits()
+        if sub is None:
+            limits = await self._unacked_limits(topic.name, sub_type, durable)
+            sub = self._subscriptions.get(key)  # another subscribe may have made it meanwhile
         if sub is None:
             sub = Subscription(
                 topic,
@@ -126,6 +170,7 @@ class SubscriptionService:
                 meter=self._meters(topic.full_name).out(subscription),
                 on_idle=self._drop,
             )
+            sub.unacked_limits = limits
             self._subscriptions[key] = sub
             channel = topic.keys.notify_channel
             subs = self._channel_subs.setdefault(channel, set())
@@ -198,6 +243,8 @@ class SubscriptionService:
                     if consumer.uid == uid:
                         log.warning("consumer %s lost its lease; closing it", uid)
                         consumer.lost()
+        # a missed policy notification is made up here (policy reads are cached)
+        await self.refresh_limits()
 
     async def detach_lost(self) -> None:
         """Close the local consumers an admin operation just detached in Redis (persistent

@@ -152,6 +152,12 @@ class ReportedConsumer(Protocol):
     permits: int
     meter: Meter
     client: ClientInfo
+    #: over its unacked limit, and its subscription over its own (Pulsar
+    #: ``blockedConsumerOnUnackedMsgs``, ``blockedSubscriptionOnUnackedMsgs``)
+    blocked_on_unacked: bool
+
+    @property
+    def subscription_blocked_on_unacked(self) -> bool: ...
 
 
 def _round(value: float) -> float:
@@ -184,6 +190,8 @@ def _consumer_report(consumer: ReportedConsumer) -> dict[str, Any]:
         "msgOutCounter": meter.messages,
         "bytesOutCounter": meter.bytes,
         "availablePermits": consumer.permits,
+        "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
+        "blockedSubscriptionOnUnackedMsgs": consumer.subscription_blocked_on_unacked,
         "address": consumer.client.address,
         "clientVersion": consumer.client.version,
         "connectedSince": consumer.client.connected_since,

@@ -52,7 +52,7 @@ def _consumer(redis_side: dict[str, Any], report: dict[str, Any] | None) -> dict
         "availablePermits": report.get("availablePermits", 0),
         "unackedMessages": redis_side["unacked"],
         "priorityLevel": redis_side["priority"],
-        "blockedConsumerOnUnackedMsgs": False,
+        "blockedConsumerOnUnackedMsgs": report.get("blockedConsumerOnUnackedMsgs", False),
         "address": report.get("address", ""),
         "clientVersion": report.get("clientVersion", ""),
         "connectedSince": report.get("connectedSince", ""),
@@ -124,6 +124,8 @@ def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, An
             ]
         rates = summed.by_subscription.get(name, {})
         backlog = int(s["backlog"])
+        reported = [consumer_reports.get(c["uid"]) or {} for c in _list(s["consumers"])]
+        blocked = any(r.get("blockedSubscriptionOnUnackedMsgs") for r in reported)
         subscriptions[name] = {
             **{field: rates.get(field, 0.0) for field in _RATE_FIELDS},
             **{field: int(rates.get(field, 0)) for field in _COUNTER_FIELDS},
@@ -136,7 +138,7 @@ def compose(data: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, An
             "msgRateExpired": 0.0,
             "isDurable": True,
             "isReplicated": False,
-            "blockedSubscriptionOnUnackedMsgs": False,
+            "blockedSubscriptionOnUnackedMsgs": blocked,
             "consumers": consumers,
         }
     msg_rate_in = totals["msgRateIn"]

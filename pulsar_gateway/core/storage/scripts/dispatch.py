@@ -28,10 +28,12 @@ from pulsar_gateway.core.storage.keys import SubscriptionKeys
 from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text
 
 __all__ = [
+    "NO_UNACKED_LIMITS",
     "CommandRunner",
     "DispatchReply",
     "DispatchStatus",
     "SettleReply",
+    "UnackedArgs",
     "decode_dispatch",
     "dispatch",
     "dispatch_compacted",
@@ -46,6 +48,12 @@ _COMPACTED = SCRIPTS["dispatch_compacted"]
 _SETTLE = SCRIPTS["settle_read"]
 
 
+#: ``unacked_limits`` of the dispatch calls: consumer limit, consumer blocked (1/0),
+#: subscription limit, subscription blocked (1/0); a limit of 0 is none.
+UnackedArgs = tuple[int, int, int, int]
+NO_UNACKED_LIMITS: UnackedArgs = (0, 0, 0, 0)
+
+
 class DispatchStatus(enum.IntEnum):
     """The first item of every dispatch reply."""
 
@@ -54,6 +62,9 @@ class DispatchStatus(enum.IntEnum):
     CONSUMER_GONE = 2
     #: Failover: the consumer asking is not the active one (``active`` names it)
     NOT_ACTIVE = 6
+    #: Shared, Key_Shared: over an unacked limit (``unacked``, ``consumer_blocked``,
+    #: ``subscription_blocked`` say which)
+    BLOCKED = 7
     #: ``dispatch_compacted.lua``: nothing at or before the horizon, use :func:`dispatch`
     NOT_COMPACTED = 100
 
@@ -79,6 +90,10 @@ class DispatchReply:
             for a script's reply (the caller judges by the messages it got).
         settled: a native read's ``settle_read.lua`` call, when entries had to be handed
             back or scheduled; None otherwise.
+        unacked: with BLOCKED, the consumer's and the subscription's unacked entries.
+        consumer_blocked, subscription_blocked: with BLOCKED, which limit they are over.
+        room: entries the consumer may still get under the unacked limits after this
+            reply's deliveries (-1: no limit); a native read delivers no more.
     """
 
     status: DispatchStatus
@@ -90,6 +105,10 @@ class DispatchReply:
     now_ms: int = 0
     drained: bool | None = None
     settled: asyncio.Future[SettleReply] | None = None
+    unacked: tuple[int, int] = (0, 0)
+    consumer_blocked: bool = False
+    subscription_blocked: bool = False
+    room: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,15 +121,22 @@ class SettleReply:
 
 
 def decode_dispatch(reply: list[Any]) -> DispatchReply:
-    """``{code, moved, next_due, lateness, now, (id, fields, redelivery_count, ack set)...}``
-    -> :class:`DispatchReply`."""
+    """``{code, moved, next_due, lateness, now, room, (id, fields, redelivery_count, ack
+    set)...}`` -> :class:`DispatchReply`."""
     status = DispatchStatus(reply[0])
     if status is DispatchStatus.NOT_ACTIVE:
         return DispatchReply(status, active=text(reply[1]))
+    if status is DispatchStatus.BLOCKED:
+        return DispatchReply(
+            status,
+            unacked=(int(reply[1]), int(reply[2])),
+            consumer_blocked=bool(reply[3]),
+            subscription_blocked=bool(reply[4]),
+        )
     if status is not DispatchStatus.OK:
         return DispatchReply(status)
     deliveries: list[Delivery] = []
-    for i in range(5, len(reply), 4):
+    for i in range(6, len(reply), 4):
         blob, num, _ = _read_fields(reply[i + 1])
         delivery = Delivery(reply[i], blob, num, int(reply[i + 2]))
         ack_set = reply[i + 3]
@@ -119,7 +145,13 @@ def decode_dispatch(reply: list[Any]) -> DispatchReply:
             delivery.num_messages = ack_set.count(b"1")
         deliveries.append(delivery)
     return DispatchReply(
-        status, bool(reply[1]), int(reply[2]), reply[3], deliveries, now_ms=int(reply[4])
+        status,
+        bool(reply[1]),
+        int(reply[2]),
+        reply[3],
+        deliveries,
+        now_ms=int(reply[4]),
+        room=int(reply[5]),
     )
 
 
@@ -152,18 +184,21 @@ def dispatch(
     subscription_type: SubscriptionType,
     partition: int,
     new_entries: bool = True,
+    unacked_limits: UnackedArgs = NO_UNACKED_LIMITS,
 ) -> asyncio.Future[DispatchReply]:
     """Hand up to ``permits`` messages of an Exclusive, Shared or Failover subscription to
     ``consumer`` (its uid): redeliveries first, then due scheduled messages, then new
     entries (unless ``new_entries`` is False: :func:`dispatch_native` reads them).
     ``messages_per_entry`` sizes the first read; ``partition`` picks the active Failover
-    consumer of a partition (-1 for none)."""
+    consumer of a partition (-1 for none). ``unacked_limits``: on Shared, the consumer's
+    unacked limit and whether it is blocked, the subscription's and whether it is (a limit
+    of 0 is none): over them nothing is sent (BLOCKED), and no more than the room they
+    leave."""
     args = _args(
         subscription, consumer, permits, messages_per_entry, lease_ms, int(subscription_type)
     )
-    args.append(partition)
-    if not new_entries:
-        args.append(1)  # ARGV[8]: the caller reads new entries natively
+    # ARGV[8]: 1 when the caller reads new entries natively; ARGV[9..12]: unacked limits
+    args += (partition, 0 if new_entries else 1, *unacked_limits)
     return lane.eval(_DISPATCH, keys.all, args, decode_dispatch)
 
 
@@ -186,6 +221,7 @@ def dispatch_native(
     lease_ms: int,
     subscription_type: SubscriptionType,
     partition: int,
+    unacked_limits: UnackedArgs = NO_UNACKED_LIMITS,
 ) -> asyncio.Future[DispatchReply]:
     """:func:`dispatch` with the new entries read natively: ``dispatch.lua`` (ARGV[8] = 1)
     renews the lease, checks the Failover consumer and hands out redeliveries and due
@@ -218,6 +254,7 @@ def dispatch_native(
         subscription_type=subscription_type,
         partition=partition,
         new_entries=False,
+        unacked_limits=unacked_limits,
     )
     read = lane.call(
         "XREADGROUP", "GROUP", subscription, consumer, "COUNT", count, "STREAMS", keys.stream, ">"
@@ -256,14 +293,16 @@ def dispatch_native(
             reply.settled = settle_read(lane, keys, subscription, consumer, back[-1], back, [])
             return reply
         left = permits - sum(d.num_messages for d in reply.deliveries)
+        room = reply.room  # entries the unacked limits still allow (-1: no limit)
         now = reply.now_ms
         handed_back: list[bytes] = []
         scheduled: list[tuple[bytes, int]] = []
         deliveries = reply.deliveries
         for stream_id, fields in entries:
-            if left <= 0:
+            if left <= 0 or room == 0:
                 handed_back.append(stream_id)
                 continue
+            room -= 1  # (below zero from the start: no limit, never reaches 0)
             size = len(fields)
             if fields[0] == BLOB and ((size == 4 and fields[2] == BROKER_TIME) or size == 2):
                 # one message, no key, not delayed: the blob and the broker timestamp (the
@@ -342,13 +381,14 @@ def dispatch_key_shared(
     permits: int,
     messages_per_entry: float,
     lease_ms: int,
+    unacked_limits: UnackedArgs = NO_UNACKED_LIMITS,
 ) -> asyncio.Future[DispatchReply]:
     """:func:`dispatch` for a Key_Shared subscription: each key only to the consumer whose
-    hash range covers it, in order."""
+    hash range covers it, in order; ``unacked_limits`` as :func:`dispatch`'s."""
     return lane.eval(
         _KEY_SHARED,
         keys.all,
-        _args(subscription, consumer, permits, messages_per_entry, lease_ms),
+        _args(subscription, consumer, permits, messages_per_entry, lease_ms, *unacked_limits),
         decode_dispatch,
     )
 

@@ -29,16 +29,23 @@ ARGV[8] '1': native read. Step 3 is left to the caller, which sends `XREADGROUP 
   them itself). The caller then hands back with settle_read.lua what it may not deliver:
   entries beyond the permits left after this reply's deliveries, everything read when this
   call refused, and (Shared) entries whose deliver-at time is ahead of this reply's `now`.
+  '0': the script reads them itself.
+ARGV[9..12] Shared only: the unacked limits, consumer limit, consumer blocked (1/0),
+  subscription limit, subscription blocked (1/0) (lib.lua unacked_check; a limit of 0 is
+  none); nothing is sent over them, and no more entries than the room they leave
 
 Returns {code, ...}
   code 0 OK, then `moved` (1: entries were scheduled ahead of the earliest one before, wake
   the other gateways so they learn the new time), then `next_due` (ms until the earliest
   scheduled entry: 0 = call again now, -1 = none), then `late` (for each scheduled message
   sent by this call, ms between its deliver-at time and now: the lateness metric), then
-  `now` (Redis's clock, ms), then per delivery: id, fields, redelivery_count, ack set ('' =
-  none)
+  `now` (Redis's clock, ms), then `room` (entries the consumer may still get under the
+  unacked limits after this reply's: what a native read may deliver; -1 = no limit), then
+  per delivery: id, fields, redelivery_count, ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
   code 6 not the active Failover consumer, then the active consumer's uid
+  code 7 over an unacked limit, then the consumer's and the subscription's unacked entries
+  and which limit they are over (lib.lua unacked_check)
 ]]
 local k = sub_keys()
 local group, uid, parked = ARGV[1], ARGV[2], PARKED
@@ -49,10 +56,16 @@ local native = ARGV[8] == '1'
 
 local refused = lease_and_active(k, group, uid, ARGV[5], ARGV[6], ARGV[7])
 if refused then return refused end
+local room = -1
+if shared then
+  refused, room = unacked_check(k, group, uid, ARGV, 9)
+  if refused then return refused end
+  if room >= 0 then remaining = math.min(remaining, room * per_entry) end
+end
 
 local late = {}
 local now = now_ms()
-local out = {0, 0, -1, late, now}
+local out = dispatch_reply(late, now)
 local schedule = shared and new_schedule(k, group)
 
 -- 1. redeliveries
@@ -97,4 +110,5 @@ if not native then
 end
 
 if schedule then out[2], out[3] = schedule_reply(k, now, schedule, earliest) end
+if room >= 0 then out[6] = math.max(room - deliveries_in(out), 0) end
 return out

@@ -26,7 +26,7 @@ ARGV: as dispatch.lua: [1] subscription name [2] consumer uid [3] permits (messa
 [4] expected messages per entry [5] lease ms [6] subscription type ('2' = Failover)
 [7] partition index
 
-Returns as dispatch.lua: {0, 0, -1, {}, now, id, fields, redelivery_count, ack set or '', ...};
+Returns as dispatch.lua: {0, 0, -1, {}, now, -1, id, fields, redelivery_count, ack set or '', ...};
   code 2 consumer gone; 6 not the active Failover consumer, then the active uid;
   100 nothing at or before the horizon: use dispatch.lua
 ]]
@@ -64,7 +64,7 @@ local function both(a, b)
   return table.concat(out)
 end
 
-local out = {0, 0, -1, {}, now_ms()}
+local out = dispatch_reply({}, now_ms())
 
 -- Append a view entry; returns the permits it costs.
 local function deliver(id, fields, redeliveries, own_ackset)
@@ -119,5 +119,5 @@ if cursor and id_less(cursor, horizon) then
   end
 end
 
-if #out == 5 then return {100} end
+if deliveries_in(out) == 0 then return {100} end
 return out

@@ -25,14 +25,16 @@ messages of its key, as in Pulsar.
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid   ARGV[3] permits (messages)
 ARGV[4] expected messages per entry (>= 1)   ARGV[5] lease ms
+ARGV[6..9] the unacked limits, as dispatch.lua's ARGV[9..12]
 
-Returns {code, moved, next_due, late, now, ...}
+Returns {code, moved, next_due, late, now, room, ...}
   code 0 OK; moved 1 when entries were queued for other consumers or scheduled ahead of
   the earliest one before (wake the other gateways); next_due as dispatch.lua's; late: for
   each scheduled message this call took out of the index (to be sent to its key's owner),
-  ms between its deliver-at time and now; now: Redis's clock (ms); then per delivery: id,
-  fields, redelivery_count, ack set ('' = none)
+  ms between its deliver-at time and now; now: Redis's clock (ms); room as dispatch.lua's;
+  then per delivery: id, fields, redelivery_count, ack set ('' = none)
   code 2 consumer gone (its lease expired and it was reaped: close it)
+  code 7 over an unacked limit (as dispatch.lua's)
 ]]
 local SCAN = 200
 local READ_LIMIT = 1000
@@ -50,9 +52,13 @@ local map = range_map(k)
 local mine = WAITING .. uid
 local late = {}
 local now = now_ms()
-local out = {0, 0, -1, late, now}
+local out = dispatch_reply(late, now)
 
 local summary = redis.call('XPENDING', k.stream, group)
+local room
+refused, room = unacked_check(k, group, uid, ARGV, 6, summary)
+if refused then return refused end
+if room >= 0 then remaining = math.min(remaining, room * per_entry) end
 local joinpos = redis.call('HGET', k.joined, uid)
 if joinpos then
   -- the oldest unacked entry, scheduled ones aside (they are not at any consumer)

@@ -621,6 +621,58 @@ local function lease_and_active(k, group, uid, lease_ms, sub_type, partition)
   return nil
 end
 
+-- Unacked limits of Shared and Key_Shared subscriptions (Pulsar's
+-- maxUnackedMessagesPerConsumer and maxUnackedMessagesPerSubscription): the entries pending
+-- at real consumers (the reserved ones aside: PARKED, DELAYED, WAITING, NO_OWNER), read
+-- from XPENDING's summary (`summary` when the caller has it). `limits` is the script's
+-- ARGV from index `at`: consumer limit, consumer blocked (1/0), subscription limit,
+-- subscription blocked (1/0), as the gateway last learnt; a limit of 0 is none. A consumer
+-- not blocked is refused once it holds its limit, a blocked one until it is down to half
+-- (Consumer.removePendingAcks: unblocked at <= max / 2); the subscription likewise, but
+-- unblocked below half (PersistentDispatcherMultipleConsumers.addUnAckedMessages: < max / 2).
+-- Returns the refusal {7, consumer's unacked, subscription's unacked, consumer over (1/0),
+-- subscription over (1/0)}, or nil and the room left: entries the consumer may still get
+-- before a limit is reached (-1: no limit).
+local function unacked_check(k, group, uid, limits, at, summary)
+  local consumer_limit, consumer_blocked = tonumber(limits[at]) or 0, limits[at + 1] == '1'
+  local sub_limit, sub_blocked = tonumber(limits[at + 2]) or 0, limits[at + 3] == '1'
+  if consumer_limit <= 0 and sub_limit <= 0 then return nil, -1 end
+  summary = summary or redis.call('XPENDING', k.stream, group)
+  local mine, total = 0, 0
+  for _, c in ipairs(summary[4] or {}) do
+    if string.sub(c[1], 1, #RESERVED_MARK) ~= RESERVED_MARK then
+      local n = tonumber(c[2])
+      total = total + n
+      if c[1] == uid then mine = n end
+    end
+  end
+  local consumer_over, sub_over, room = false, false, -1
+  if consumer_limit > 0 then
+    if consumer_blocked then consumer_over = mine > math.floor(consumer_limit / 2)
+    else consumer_over = mine >= consumer_limit end
+    room = consumer_limit - mine
+  end
+  if sub_limit > 0 then
+    if sub_blocked then sub_over = total >= math.max(math.floor(sub_limit / 2), 1)
+    else sub_over = total >= sub_limit end
+    if room < 0 or sub_limit - total < room then room = sub_limit - total end
+  end
+  if consumer_over or sub_over then
+    return {7, mine, total, consumer_over and 1 or 0, sub_over and 1 or 0}, 0
+  end
+  return nil, math.max(room, 0)
+end
+
+-- The dispatch reply's header: {0, moved, next_due, late, now, room}; deliveries follow.
+local function dispatch_reply(late, now)
+  return {0, 0, -1, late, now, -1}
+end
+
+-- How many entries a dispatch reply carries (after its header).
+local function deliveries_in(out)
+  return (#out - 6) / 4
+end
+
 -- ---------------------------------------------------------------------------------------
 -- Cursor moves of the admin API (Pulsar ManagedCursor: skip, clear backlog, expire, reset
 -- to a batch index). A subscription's backlog, in Pulsar's order, is its pending entries
