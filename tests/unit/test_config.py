@@ -131,6 +131,24 @@ OPTIONS = [
         60000,
     ),
 ]
+_LIMIT_OPTIONS = [
+    ("max_pending_publish_requests_per_connection", "200", 200),
+    ("max_message_publish_buffer_size_in_mb", "-1", -1),
+    ("pulsar_channel_write_buffer_high_water_mark", "131072", 131072),
+    ("pulsar_channel_write_buffer_low_water_mark", "0", 0),
+    ("pulsar_channel_pause_receiving_requests_if_unwritable", "false", False),
+    ("broker_max_connections", "100", 100),
+    ("broker_max_connections_per_ip", "10", 10),
+    ("max_concurrent_lookup_request", "5", 5),
+    ("max_unacked_messages_per_consumer", "0", 0),
+    ("max_unacked_messages_per_subscription", "1000", 1000),
+    ("http_max_request_size", "1048576", 1048576),
+]
+OPTIONS += [
+    (field, "--" + field.replace("_", "-"), "PULSAR_GATEWAY_" + field.upper(), raw, value)
+    for field, raw, value in _LIMIT_OPTIONS
+]
+
 OPTION_IDS = [option[0] for option in OPTIONS]
 
 # Invalid raw values: (flag, environment variable, raw value, text expected in the error).
@@ -224,6 +242,19 @@ def test_defaults() -> None:
     # Pulsar's delayedDeliveryEnabled=true, delayedDeliveryMaxDelayInMillis=0 (no limit)
     assert config.delayed_delivery_enabled is True
     assert config.delayed_delivery_max_delay_ms == 0
+    # Pulsar's defaults, but for the publish buffer (Pulsar: half of the direct memory, at
+    # least 64 MB), pausing unwritable connections (off in Pulsar) and the HTTP body limit
+    # (none in Pulsar)
+    assert config.max_pending_publish_requests_per_connection == 1000
+    assert config.publish_buffer_bytes == 64 * 1024 * 1024
+    assert config.pulsar_channel_write_buffer_high_water_mark == 64 * 1024
+    assert config.pulsar_channel_write_buffer_low_water_mark == 32 * 1024
+    assert config.pulsar_channel_pause_receiving_requests_if_unwritable is True
+    assert (config.broker_max_connections, config.broker_max_connections_per_ip) == (0, 0)
+    assert config.max_concurrent_lookup_request == 50_000
+    assert config.max_unacked_messages_per_consumer == 50_000
+    assert config.max_unacked_messages_per_subscription == 200_000
+    assert config.http_max_request_size == 16 * 1024 * 1024
 
 
 def test_parse_nothing_gives_defaults() -> None:
@@ -373,11 +404,32 @@ def test_help_shows_real_defaults() -> None:
         ({"consumer_lease_seconds": -2.0}, "consumer_lease_seconds"),
         ({"key_prefix": ""}, "key_prefix"),
         ({"gateway_id": "two words"}, "gateway_id"),
+        (
+            {"max_pending_publish_requests_per_connection": 0},
+            "max_pending_publish_requests_per_connection",
+        ),
+        ({"max_message_publish_buffer_size_in_mb": -2}, "max_message_publish_buffer_size_in_mb"),
+        ({"broker_max_connections": -1}, "broker_max_connections"),
+        ({"max_unacked_messages_per_consumer": -1}, "max_unacked_messages_per_consumer"),
+        ({"http_max_request_size": 0}, "http_max_request_size"),
     ],
 )
 def test_direct_construction_validates(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=f"^{field}: "):
         GatewayConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_write_buffer_low_water_mark_must_not_exceed_the_high_one() -> None:
+    with pytest.raises(ValueError, match="low_water_mark must not exceed"):
+        GatewayConfig(
+            pulsar_channel_write_buffer_high_water_mark=1000,
+            pulsar_channel_write_buffer_low_water_mark=2000,
+        )
+
+
+def test_a_publish_buffer_of_zero_or_minus_one_has_no_limit() -> None:
+    assert GatewayConfig(max_message_publish_buffer_size_in_mb=0).publish_buffer_bytes == 0
+    assert GatewayConfig(max_message_publish_buffer_size_in_mb=-1).publish_buffer_bytes == 0
 
 
 def test_direct_construction_normalizes_int_seconds() -> None:

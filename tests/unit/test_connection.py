@@ -357,6 +357,28 @@ def test_keepalive_pings_a_quiet_peer_then_closes(connected: ServerConnection) -
     assert connected.data_to_send() == b""
 
 
+def test_keepalive_spares_a_connection_the_gateway_does_not_read(
+    connected: ServerConnection,
+) -> None:
+    """While reading is paused (throttled), the PONG may be in the unread bytes: an
+    unanswered PING closes nothing (Pulsar's PulsarHandler checks autoRead first)."""
+    quiet(connected)
+    connected.keepalive_tick()
+    assert only_command(connected).type == T.PING
+    connected.keepalive_tick(reading=False)
+    connected.keepalive_tick(reading=False)
+    assert_open(connected)
+    connected.receive_data(frame(T.PONG))  # reading again: the answer was there
+    connected.keepalive_tick()
+    assert_open(connected)
+
+
+def test_a_connection_without_connect_is_closed_at_the_first_tick_even_unread() -> None:
+    conn = ServerConnection()
+    conn.keepalive_tick(reading=False)
+    assert_closed(conn)
+
+
 @pytest.mark.parametrize(
     "answer",
     [

@@ -416,7 +416,7 @@ class Lane:
         queue = self._queue
         queue.append((args, fut, script, decode))
         if len(queue) >= MAX_QUEUED_COMMANDS:
-            self.backlog.close()
+            self._check_backlog()
         self._schedule()
         return fut
 
@@ -427,13 +427,22 @@ class Lane:
             return
         self._queue.append(command)
         if len(self._queue) >= MAX_QUEUED_COMMANDS:
-            self.backlog.close()
+            self._check_backlog()
         self._schedule()
 
     @property
     def queued(self) -> int:
         """Commands waiting to be written (metrics)."""
         return len(self._queue) + len(self._retry)
+
+    def _check_backlog(self) -> None:
+        """Close the backlog gate when MAX_QUEUED_COMMANDS wait and cannot be written now
+        (MAX_PIPELINES_IN_FLIGHT unanswered, or no connection): a long queue the next
+        flush takes at once is no sign that Redis is behind."""
+        if self.queued >= MAX_QUEUED_COMMANDS and (
+            self._conn is None or len(self._in_flight) >= MAX_PIPELINES_IN_FLIGHT
+        ):
+            self.backlog.close()
 
     def _queue_taken(self) -> None:
         if not self.backlog.is_open and self.queued <= MAX_QUEUED_COMMANDS // 2:
@@ -463,8 +472,10 @@ class Lane:
         if conn is None:
             if self._connecting is None:
                 self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            self._check_backlog()
             return
         if len(self._in_flight) >= MAX_PIPELINES_IN_FLIGHT:
+            self._check_backlog()
             return  # the reader schedules a flush as replies come back
         batch, self._retry, self._queue = self._retry + self._queue, [], []
         self._queue_taken()
