@@ -86,15 +86,29 @@ async def test_publish_buffer_closes_at_the_limit_and_opens_below_half() -> None
     assert buffer.gate.is_open is False  # 500: not below half
     buffer.release(1)
     assert seen == [False, True]
-    waiter = asyncio.ensure_future(buffer.reserve(2000))  # open: counted at once
+    buffer.release(499)
+    assert buffer.size == 0
+
+
+async def test_reservations_take_at_most_half_the_buffer_and_wait_their_turn() -> None:
+    """REST requests reserve what they cost; together at most half the limit (one always
+    fits), so streaming producers keep the other half."""
+    buffer = PublishBuffer(1000)
+    await asyncio.wait_for(buffer.reserve(2000), 1)  # the first fits, however large
+    assert buffer.size == 2000 and not buffer.gate.is_open
+    second = asyncio.ensure_future(buffer.reserve(100))
     await asyncio.sleep(0)
-    assert waiter.done() and buffer.size == 2499 and not buffer.gate.is_open
-    blocked = asyncio.ensure_future(buffer.reserve(10))
+    assert not second.done()
+    buffer.unreserve(2000)
+    await asyncio.wait_for(second, 1)
+    third = asyncio.ensure_future(buffer.reserve(300))
+    fourth = asyncio.ensure_future(buffer.reserve(300))
     await asyncio.sleep(0)
-    assert not blocked.done()  # waits until the buffer drains below half
-    buffer.release(2499)
-    await asyncio.wait_for(blocked, 1)
-    assert buffer.size == 10
+    assert third.done() and not fourth.done()  # 100 + 300 fit in half, 700 would not
+    assert buffer.gate.is_open  # streaming producers are not held back by them
+    buffer.unreserve(300)
+    await asyncio.wait_for(fourth, 1)
+    assert buffer.reserved == 400
 
 
 def test_a_publish_buffer_without_limit_never_closes() -> None:
