@@ -34,7 +34,6 @@ Rules of this file:
 from __future__ import annotations
 
 import enum
-import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -53,8 +52,6 @@ from pulsar_gateway.core import AuthenticatedRole, AuthenticationError
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["ACCEPTS", "NO_REQUEST", "PROTOCOL_VERSION", "ConnectionState", "ServerConnection"]
-
-log = logging.getLogger(__name__)
 
 #: Highest protocol version this gateway speaks (``ProtocolVersion.v20``).
 PROTOCOL_VERSION = 20
@@ -225,7 +222,8 @@ class ServerConnection:
         self.auth_challenge_pending = False
 
     def _fail(self, reason: str) -> None:
-        log.info("closing connection: %s", reason)
+        # logged by the I/O layer when the socket closes (rate-limited there: a client that
+        # sends garbage in a loop must not cost a log line per connection)
         self.state = ConnectionState.CLOSED
         self._close_expected = True
         self.close_reason = reason

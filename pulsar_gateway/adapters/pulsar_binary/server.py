@@ -18,6 +18,7 @@ import contextlib
 import logging
 import socket
 import ssl
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import cast
@@ -36,6 +37,37 @@ from pulsar_gateway.proto import PulsarApi_pb2 as pb
 __all__ = ["BinaryServer", "ConnectionLimits", "PulsarProtocol"]
 
 log = logging.getLogger(__name__)
+
+
+class CloseLog:
+    """Logs connections the gateway closed (malformed input, no CONNECT or PING answer in
+    time, a refused credential) at INFO, at most one line per second with the count of the
+    others since: a client that opens connections and sends garbage in a loop must cost
+    neither a log line per connection nor the disk space."""
+
+    INTERVAL = 1.0
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._log = logger
+        self._next = 0.0
+        self._suppressed = 0
+
+    def closed(self, peer: str, reason: str) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        self._next = now + self.INTERVAL
+        if self._suppressed:
+            self._log.info(
+                "closing connection %s: %s (and %d more closed in the last second)",
+                peer,
+                reason,
+                self._suppressed,
+            )
+            self._suppressed = 0
+        else:
+            self._log.info("closing connection %s: %s", peer, reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +157,8 @@ class PulsarProtocol(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.session.client_address = f"{peer[0]}:{peer[1]}"
-        metrics = server.services.metrics
-        metrics.connections.labels("binary").inc()
-        metrics.connections_opened.labels("binary").inc()
+        server.open_connections.inc()
+        server.opened_connections.inc()
         if not server.services.storage_backlog.is_open:
             self.throttle.mark(ThrottleType.STORAGE_BACKLOG)
         self._arm_keepalive()
@@ -145,18 +176,27 @@ class PulsarProtocol(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        reason = self.conn.close_reason
         self.conn.receive_eof()
         if self.refused:
             self.closed.set_result(None)
             return
+        if reason:  # the gateway closed it: malformed input, keep-alive, shutdown...
+            self.server.close_log.closed(self.session.client_address, reason)
         if self._keepalive is not None:
             self._keepalive.cancel()
         if self._auth_refresh is not None:
             self._auth_refresh.cancel()
         self.throttle.clear()
         if self.server.forget(self):
-            self.server.services.metrics.connections.labels("binary").dec()
-        task = asyncio.get_running_loop().create_task(self.session.close())
+            self.server.open_connections.dec()
+        session = self.session
+        if not (session.producers or session.consumers or session.busy):
+            # nothing to release (a client that never got further than its first bytes)
+            session.closed = True
+            self.closed.set_result(None)
+            return
+        task = asyncio.get_running_loop().create_task(session.close())
         task.add_done_callback(self._session_closed)
 
     # -- flow control ---------------------------------------------------------------------
@@ -271,6 +311,10 @@ class BinaryServer:
         self.lookups = ConcurrencyLimit(services.limits.max_concurrent_lookups)
         self._per_ip: Counter[str] = Counter()
         self._hosts: dict[PulsarProtocol, str] = {}
+        metrics = services.metrics
+        self.open_connections = metrics.connections.labels("binary")
+        self.opened_connections = metrics.connections_opened.labels("binary")
+        self.close_log = CloseLog(log)
         self.auth_refresh_seconds = auth_refresh_seconds
         self.services = services
         self.host = host

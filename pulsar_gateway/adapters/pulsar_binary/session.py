@@ -163,6 +163,11 @@ class Session:
         #: the client's "host:port", for the stats' ``address`` (set by the server)
         self.client_address = ""
 
+    @property
+    def busy(self) -> bool:
+        """Requests are still being answered."""
+        return bool(self._tasks)
+
     def _client_info(self) -> ClientInfo:
         return ClientInfo(address=self.client_address, version=self.conn.client_version)
 

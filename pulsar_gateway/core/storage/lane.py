@@ -85,6 +85,9 @@ MAX_PIPELINES_IN_FLIGHT = 16
 #: their clients until the queue is down to half. Appends count once per producer and tick,
 #: and their bytes are bounded by the publish buffer, so this counts calls, not bytes.
 MAX_QUEUED_COMMANDS = 10_000
+#: Seconds the health check waits for Redis's PONG before it says Redis is unavailable
+#: (a stopped Redis accepts connections and never answers).
+PING_TIMEOUT = 2.0
 #: Seconds a connection attempt may take before it counts as failed.
 CONNECT_TIMEOUT = 10.0
 #: Back-off between connection attempts after a failed one: doubles from RECONNECT_MIN up
@@ -382,7 +385,10 @@ class Lane:
             StorageError: Redis did not answer.
         """
         try:
-            await self.redis.ping()
+            async with asyncio.timeout(PING_TIMEOUT):
+                await self.redis.ping()
+        except TimeoutError:
+            raise StorageError(f"Redis did not answer within {PING_TIMEOUT:g} s") from None
         except (RedisError, OSError) as exc:
             raise StorageError(f"Redis is unavailable: {exc}") from exc
 
