@@ -136,10 +136,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 run(STACK, "stop-engine", timeout=120, log=log)
 
 
-def get_json(url: str) -> Any:
+def get_json(url: str, *, missing_ok: bool = False) -> Any:
+    """The JSON at ``url``; with ``missing_ok``, None for a 404 (not there yet)."""
+
     async def fetch() -> Any:
         timeout = aiohttp.ClientTimeout(total=10)
         async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as r:
+            if missing_ok and r.status == 404:
+                return None
             assert r.status == 200, (url, r.status, await r.text())
             return await r.json(content_type=None)
 
@@ -250,9 +254,15 @@ def test_prometheus_scrapes_every_gateway_and_loads_the_alerts(fleet: Path) -> N
 
 
 def test_spark_pipeline_runs_against_the_fleet(fleet: Path) -> None:
-    # it published its 1000 sample orders through the load balancer...
+    # it published its 1000 sample orders through the load balancer (its topic exists once
+    # the pipeline's JVM has started and its producer is created)...
     orders = f"{HTTP}/admin/v2/persistent/public/default/orders/stats"
-    wait_for(lambda: get_json(orders)["msgInCounter"] >= 1000, timeout=180, interval=2)
+
+    def published() -> bool:
+        stats = get_json(orders, missing_ok=True)
+        return stats is not None and stats["msgInCounter"] >= 1000
+
+    wait_for(published, timeout=180, interval=2)
 
     # ...and its streaming queries commit micro-batches (Structured Streaming's commit log)
     def committed() -> bool:

@@ -119,6 +119,8 @@ class ServerConnection:
         self._out: list[bytes] = []
         self._close_expected = False
         self.close_reason = ""
+        #: the gateway closed the connection (malformed input, keep-alive, shutdown...)
+        self.closed_by_gateway = False
         self._heard_from_peer = False
         self._ping_outstanding = False
         self._on_error = on_error
@@ -224,6 +226,7 @@ class ServerConnection:
     def _fail(self, reason: str) -> None:
         # logged by the I/O layer when the socket closes (rate-limited there: a client that
         # sends garbage in a loop must not cost a log line per connection)
+        self.closed_by_gateway = True
         self.state = ConnectionState.CLOSED
         self._close_expected = True
         self.close_reason = reason

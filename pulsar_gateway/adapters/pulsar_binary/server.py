@@ -176,13 +176,12 @@ class PulsarProtocol(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        reason = self.conn.close_reason
         self.conn.receive_eof()
         if self.refused:
             self.closed.set_result(None)
             return
-        if reason:  # the gateway closed it: malformed input, keep-alive, shutdown...
-            self.server.close_log.closed(self.session.client_address, reason)
+        if self.conn.closed_by_gateway:  # malformed input, keep-alive, shutdown...
+            self.server.close_log.closed(self.session.client_address, self.conn.close_reason)
         if self._keepalive is not None:
             self._keepalive.cancel()
         if self._auth_refresh is not None:
