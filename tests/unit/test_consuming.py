@@ -25,6 +25,7 @@ from pulsar_gateway.core.consuming.dispatcher import (
     ROUND_ROBIN_BATCH,
 )
 from pulsar_gateway.core.consuming.subscription import Subscription
+from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.errors import (
     ConsumerBusy,
     NotAllowed,
@@ -307,6 +308,38 @@ async def test_a_lone_consumer_that_stops_being_writable_gets_no_further_chunk(
     assert delivered == 2 * FIRST_READ_MESSAGES
     assert len(lane.named("dispatch")) == 2
     assert consumer.permits == 1000 - delivered
+
+
+async def test_a_consumer_at_its_unacked_limit_is_blocked_until_acks_bring_it_down(
+    lane: FakeLane, make_subscription: Callable[..., Subscription]
+) -> None:
+    """A reply that leaves no room under the unacked limits is followed at once by another
+    request, whose BLOCKED answer marks the consumer; its acks then make the dispatcher ask
+    again, passing the script that the consumer is blocked (unblocked at half)."""
+    sub = make_subscription(KeyShared)
+    sub.unacked_limits = UnackedLimits(consumer=3)
+    at_limit = dispatched(entry(b"2000-0"), entry(b"2000-1"), entry(b"2000-2"))
+    at_limit[5] = 0  # no room left
+    lane.on_script(
+        "dispatch_key_shared",
+        # 7: BLOCKED, then one more entry and nothing left
+        replies(at_limit, [7, 3, 3, 1, 0], dispatched(entry(b"2000-3")), dispatched()),
+    )
+    consumer, sink = add_consumer(sub, "gw-0", permits=100)
+
+    assert await sub.dispatcher.run_once() == 3
+    assert consumer.blocked_on_unacked and not sub.blocked_on_unacked
+    calls = lane.named("dispatch_key_shared")
+    assert [call.args[5:] for call in calls] == [(3, 0, 0, 0), (3, 0, 0, 0)]
+
+    assert await sub.dispatcher.run_once() == 0  # blocked: not asked
+    assert len(lane.named("dispatch_key_shared")) == 2
+
+    consumer.ack([b"2000-0", b"2000-1"])  # recheck: asked again, blocked (1) passed on
+    assert sub.dispatcher._wake.is_set()
+    assert await sub.dispatcher.run_once() == 1
+    assert lane.named("dispatch_key_shared")[2].args[5:] == (3, 1, 0, 0)
+    assert not consumer.blocked_on_unacked
 
 
 async def test_consumers_with_permits_get_at_most_a_round_robin_batch_per_round(

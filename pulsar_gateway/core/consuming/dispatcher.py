@@ -273,6 +273,10 @@ class Dispatcher:
             else:  # a native read: it says whether the stream had more
                 drained = reply.drained
                 more = not drained
+            if reply.room == 0:
+                # at an unacked limit: the next request is refused, and its BLOCKED reply
+                # says which limit (so acks wake the dispatcher when they bring it down)
+                drained, more = False, True
             if more and left > 0 and consumer.writable and not consumer.closed:
                 want = self._cap(left, DISPATCH_CHUNK)
                 fut = self._request(consumer, want, lone=True)

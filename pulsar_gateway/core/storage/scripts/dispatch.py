@@ -316,6 +316,8 @@ def dispatch_native(
                 continue
             deliveries.append(Delivery(stream_id, blob, num, 0))
             left -= num
+        if reply.room >= 0:
+            reply.room = max(room, 0)
         settled: asyncio.Future[SettleReply] | None = None
         if handed_back or scheduled:
             last_read = entries[-1][0]
