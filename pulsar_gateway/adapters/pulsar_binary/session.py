@@ -556,7 +556,10 @@ class Session:
         if queue is None:
             queue = self._answers[producer] = deque()
         queue.append(answer)
-        self._pending_publishes.add()
+        pending = self._pending_publishes  # PendingLimit.add, inline: once per SEND
+        pending.count += 1
+        if pending.count >= pending.limit:
+            self.throttle.mark(ThrottleType.PENDING_PUBLISHES)
         if not self._publish_buffer.is_open:
             self.throttle.mark(ThrottleType.PUBLISH_BUFFER)
         if len(queue) == 1:  # the new head: answer it (and what follows) once it can be

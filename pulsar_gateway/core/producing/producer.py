@@ -214,10 +214,9 @@ class Producer:
         self.topic_meter = topic_meter
         self.producer_id = 0
         self.client = ClientInfo()
-        #: this tick's entries, their futures and bytes, sent together at the end of the tick
+        #: this tick's entries and their futures, sent together at the end of the tick
         self._batch: list[tuple[bytes, str]] = []
         self._waiting: list[asyncio.Future[bytes | int | None]] = []
-        self._batch_bytes = 0
         #: the gateway's publish buffer: entries count from their append until Redis answers
         self._buffer = publish_buffer or PublishBuffer(0)
 
@@ -230,13 +229,14 @@ class Producer:
             loop.call_soon(self._send_batch)
         self._batch.append((blob, options))
         self._waiting.append(fut)
-        self._batch_bytes += len(blob)
-        self._buffer.acquire(len(blob))
         return fut
 
     def _send_batch(self) -> None:
-        entries, waiting, size = self._batch, self._waiting, self._batch_bytes
-        self._batch, self._waiting, self._batch_bytes = [], [], 0
+        entries, waiting = self._batch, self._waiting
+        self._batch, self._waiting = [], []
+        # the tick's entries count in the publish buffer until Redis answers their call
+        size = sum([len(blob) for blob, _ in entries])
+        self._buffer.acquire(size)
         reply = append_entries(self._lane, self._keys, rollover=self._rollover, entries=entries)
         # in the same pipeline, after the appends: every gateway's dispatchers wake
         self._lane.notify(self._keys.notify_channel)
