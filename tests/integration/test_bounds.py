@@ -21,6 +21,8 @@ at once (the soak).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.conftest import ON_CLUSTER, redis_server_binary
@@ -59,29 +61,20 @@ def assert_bounded(figures: Figures) -> None:
     assert figures.rss.growth_mib < BOUND_MIB, (figures.rss, figures.timeline)
 
 
-async def test_a_binary_consumer_that_never_reads() -> None:
-    figures = await scenarios.binary_slow_consumer(SETUP, duration=60)
-    assert figures.offered_bytes >= GIB
-    assert_bounded(figures)
-    assert_served_throughout(figures)
-
-
-async def test_a_binary_producer_that_never_reads_its_receipts() -> None:
-    figures = await scenarios.binary_unread_receipts(SETUP, duration=20)
-    assert figures.offered_bytes >= GIB
-    assert_bounded(figures)
-    assert_served_throughout(figures)
-
-
-async def test_a_websocket_consumer_that_never_reads() -> None:
-    figures = await scenarios.websocket_slow_consumer(SETUP, duration=60)
-    assert figures.offered_bytes >= GIB
-    assert_bounded(figures)
-    assert_served_throughout(figures)
-
-
-async def test_a_websocket_producer_that_never_reads_its_acks() -> None:
-    figures = await scenarios.websocket_unread_acks(SETUP, duration=20)
+@pytest.mark.parametrize(
+    ("flood", "duration"),
+    [
+        # a consumer that never reads while a fast producer fills its topic
+        (scenarios.binary_slow_consumer, 60),
+        (scenarios.websocket_slow_consumer, 60),
+        # a producer that never reads its receipts, or its acks
+        (scenarios.binary_unread_receipts, 20),
+        (scenarios.websocket_unread_acks, 20),
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+async def test_a_client_that_never_reads(flood: Any, duration: float) -> None:
+    figures = await flood(SETUP, duration=duration)
     assert figures.offered_bytes >= GIB
     assert_bounded(figures)
     assert_served_throughout(figures)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from tests.soak import binary, rest, storm, websocket
 from tests.soak.floods import FloodStats
 from tests.soak.gateway import RedisServer
-from tests.soak.run import Figures, Setup, StallFigures, measured, unique_topic
+from tests.soak.run import Figures, Run, Setup, StallFigures, measured, unique_topic
 
 __all__ = [
     "DEFAULT",
@@ -42,19 +43,25 @@ __all__ = [
 DEFAULT = Setup()
 
 
-async def binary_slow_consumer(setup: Setup = DEFAULT, *, duration: float = 20.0) -> Figures:
-    """A raw consumer (Shared, 1,000,000 permits, 64 KiB ``SO_RCVBUF``) that never reads,
-    while a fast raw producer publishes to its topic."""
-    topic = unique_topic("slow")
-    consumer, producer = FloodStats("slow consumer"), FloodStats("fast producer")
-    async with measured("binary_slow_consumer", setup) as run:
+#: Starts a hostile client: (the run, the topic, its counters) -> the flood's coroutine.
+HostileClient = Callable[[Run, str, FloodStats], Coroutine[Any, Any, None]]
+
+
+async def _slow_consumer(
+    scenario: str, label: str, consumer: HostileClient, setup: Setup, duration: float
+) -> Figures:
+    """``consumer`` subscribes (subscription ``slow``) and never reads, while a fast raw
+    producer publishes to its topic."""
+    topic = unique_topic(label.replace(" ", "-"))
+    consumed, produced = FloodStats(f"{label} consumer"), FloodStats("fast producer")
+    async with measured(scenario, setup) as run:
         await run.flood(
             [
-                binary.slow_consumer(run.gateway.address, topic, consumer),
+                consumer(run, topic, consumed),
                 binary.fast_producer(
                     run.gateway.address,
                     topic,
-                    producer,
+                    produced,
                     budget=setup.budget,
                     size=setup.message_size,
                 ),
@@ -62,70 +69,71 @@ async def binary_slow_consumer(setup: Setup = DEFAULT, *, duration: float = 20.0
             duration,
         )
         await run.note_subscription(topic, "slow")
-    return run.figures([consumer, producer])
+    return run.figures([consumed, produced])
+
+
+async def _unread_answers(
+    scenario: str, label: str, producer: HostileClient, setup: Setup, duration: float
+) -> Figures:
+    """``producer`` publishes as fast as its socket takes it and never reads an answer."""
+    topic = unique_topic(label.replace(" ", "-"))
+    flood = FloodStats(label)
+    async with measured(scenario, setup) as run:
+        await run.flood([producer(run, topic, flood)], duration)
+        await run.count_stored(topic, flood, setup.message_size)
+    return run.figures([flood])
+
+
+async def binary_slow_consumer(setup: Setup = DEFAULT, *, duration: float = 20.0) -> Figures:
+    """A raw consumer (Shared, 1,000,000 permits, 64 KiB ``SO_RCVBUF``) that never reads,
+    while a fast raw producer publishes to its topic."""
+    return await _slow_consumer(
+        "binary_slow_consumer",
+        "slow",
+        lambda run, topic, stats: binary.slow_consumer(run.gateway.address, topic, stats),
+        setup,
+        duration,
+    )
 
 
 async def binary_unread_receipts(setup: Setup = DEFAULT, *, duration: float = 20.0) -> Figures:
     """A raw producer writing SENDs as fast as its socket takes them, never reading a
     receipt."""
-    topic = unique_topic("unread-receipts")
-    flood = FloodStats("unread receipts")
-    async with measured("binary_unread_receipts", setup) as run:
-        await run.flood(
-            [
-                binary.unread_receipts(
-                    run.gateway.address, topic, flood, budget=setup.budget, size=setup.message_size
-                )
-            ],
-            duration,
-        )
-        await run.count_stored(topic, flood, setup.message_size)
-    return run.figures([flood])
+    return await _unread_answers(
+        "binary_unread_receipts",
+        "unread receipts",
+        lambda run, topic, stats: binary.unread_receipts(
+            run.gateway.address, topic, stats, budget=setup.budget, size=setup.message_size
+        ),
+        setup,
+        duration,
+    )
 
 
 async def websocket_slow_consumer(setup: Setup = DEFAULT, *, duration: float = 20.0) -> Figures:
     """A WebSocket consumer (``receiverQueueSize=1000000``, 64 KiB ``SO_RCVBUF``) that never
     reads, while a fast raw producer publishes to its topic."""
-    topic = unique_topic("ws-slow")
-    consumer, producer = FloodStats("ws slow consumer"), FloodStats("fast producer")
-    async with measured("websocket_slow_consumer", setup) as run:
-        await run.flood(
-            [
-                websocket.slow_consumer(run.gateway.http_address, topic, consumer),
-                binary.fast_producer(
-                    run.gateway.address,
-                    topic,
-                    producer,
-                    budget=setup.budget,
-                    size=setup.message_size,
-                ),
-            ],
-            duration,
-        )
-        await run.note_subscription(topic, "slow")
-    return run.figures([consumer, producer])
+    return await _slow_consumer(
+        "websocket_slow_consumer",
+        "ws slow",
+        lambda run, topic, stats: websocket.slow_consumer(run.gateway.http_address, topic, stats),
+        setup,
+        duration,
+    )
 
 
 async def websocket_unread_acks(setup: Setup = DEFAULT, *, duration: float = 20.0) -> Figures:
     """A WebSocket producer writing messages as fast as its socket takes them, never reading
     an ack."""
-    topic = unique_topic("ws-unread-acks")
-    flood = FloodStats("ws unread acks")
-    async with measured("websocket_unread_acks", setup) as run:
-        await run.flood(
-            [
-                websocket.unread_acks(
-                    run.gateway.http_address,
-                    topic,
-                    flood,
-                    budget=setup.budget,
-                    size=setup.message_size,
-                )
-            ],
-            duration,
-        )
-        await run.count_stored(topic, flood, setup.message_size)
-    return run.figures([flood])
+    return await _unread_answers(
+        "websocket_unread_acks",
+        "ws unread acks",
+        lambda run, topic, stats: websocket.unread_acks(
+            run.gateway.http_address, topic, stats, budget=setup.budget, size=setup.message_size
+        ),
+        setup,
+        duration,
+    )
 
 
 async def rest_flood(

@@ -25,7 +25,6 @@ from pulsar_gateway.core.consuming.dispatcher import (
     ROUND_ROBIN_BATCH,
 )
 from pulsar_gateway.core.consuming.subscription import Subscription
-from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.errors import (
     ConsumerBusy,
     NotAllowed,
@@ -40,6 +39,7 @@ from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
 from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.keys import KeySchema, SubscriptionKeys
 from pulsar_gateway.core.topics.topic import Topic, Topics
 from tests.unit.fake_lane import FakeLane, replies
@@ -325,7 +325,7 @@ async def test_a_consumer_at_its_unacked_limit_is_blocked_until_acks_bring_it_do
         # 7: BLOCKED, then one more entry and nothing left
         replies(at_limit, [7, 3, 3, 1, 0], dispatched(entry(b"2000-3")), dispatched()),
     )
-    consumer, sink = add_consumer(sub, "gw-0", permits=100)
+    consumer, _ = add_consumer(sub, "gw-0", permits=100)
 
     assert await sub.dispatcher.run_once() == 3
     assert consumer.blocked_on_unacked and not sub.blocked_on_unacked
