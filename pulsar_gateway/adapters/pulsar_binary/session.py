@@ -226,13 +226,10 @@ class Session:
 
     # -- topic discovery ------------------------------------------------------------------
 
-    def _lookup_slot(self) -> bool:
-        """Take a place among the gateway's lookups in progress; False when there is none
-        (the caller answers TooManyRequests, as Pulsar's ``ServerCnx`` does)."""
-        return self._lookups.try_acquire()
-
     def _spawn_lookup(self, answer: Coroutine[Any, Any, None]) -> None:
-        """Run a lookup that holds a place (:meth:`_lookup_slot`) until it ends."""
+        """Run a lookup that holds a place among the gateway's lookups in progress
+        (taken with ``self._lookups.try_acquire()``; when there is none, the caller answers
+        TooManyRequests, as Pulsar's ``ServerCnx`` does) until it ends."""
 
         async def run() -> None:
             try:
@@ -243,7 +240,7 @@ class Session:
         self._spawn(run())
 
     def _partitioned_metadata(self, cmd: c.PartitionedMetadata) -> None:
-        if not self._lookup_slot():
+        if not self._lookups.try_acquire():
             self.conn.send_partition_metadata_error(
                 cmd.request_id, pb.TooManyRequests, TOO_MANY_LOOKUPS
             )
@@ -291,7 +288,7 @@ class Session:
         except GatewayError as exc:
             self.conn.send_lookup_error(cmd.request_id, *server_error(exc))
             return
-        if not self._lookup_slot():
+        if not self._lookups.try_acquire():
             self.conn.send_lookup_error(cmd.request_id, pb.TooManyRequests, TOO_MANY_LOOKUPS)
             return
         authz = self.services.authorization

@@ -227,6 +227,14 @@ class ProducerSession:
         self._reply((fut, partition, request.context))
 
     async def _write_replies(self) -> None:
+        try:
+            await self._write_replies_until_gone()
+        finally:
+            # the peer is gone (or the session ends): a frame handler waiting for room
+            # must not wait forever
+            self._room.set()
+
+    async def _write_replies_until_gone(self) -> None:
         replies = self._replies
         while True:
             if not replies:

@@ -106,13 +106,19 @@ class SubscriptionService:
 
     async def refresh_limits(self) -> None:
         """Read the unacked limits of every local subscription again (a policy changed
-        somewhere in the fleet); a subscription whose limit went up is asked again."""
+        somewhere in the fleet), once per topic and kind of subscription; a subscription
+        whose limits changed is asked again."""
+        found: dict[tuple[str, SubscriptionType, bool], UnackedLimits] = {}
         for sub in list(self._subscriptions.values()):
-            try:
-                limits = await self._unacked_limits(sub.topic.name, sub.type, sub.durable)
-            except GatewayError as exc:
-                log.warning("reading the unacked limits of %s failed: %s", sub.name, exc)
-                continue
+            key = (str(sub.topic.name.partitioned_topic_name), sub.type, sub.durable)
+            limits = found.get(key)
+            if limits is None:
+                try:
+                    limits = await self._unacked_limits(sub.topic.name, sub.type, sub.durable)
+                except GatewayError as exc:
+                    log.warning("reading the unacked limits of %s failed: %s", sub.name, exc)
+                    continue
+                found[key] = limits
             if limits != sub.unacked_limits:
                 sub.unacked_limits = limits
                 sub.recheck_unacked()
