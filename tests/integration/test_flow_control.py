@@ -84,6 +84,24 @@ def test_a_connection_is_not_read_while_max_pending_publishes_wait(gateway_facto
         assert throttled(gw, "pending_publishes") == 0
 
 
+def test_a_connection_the_gateway_does_not_read_is_not_closed_by_the_keep_alive(
+    gateway_factory, redis_clean
+):
+    """While a connection is throttled its PONGs may wait unread: the keep-alive (here every
+    0.2 s) does not close it for silence, and its receipts come once Redis answers."""
+    gw = gateway_factory(keepalive_seconds=0.2, max_pending_publish_requests_per_connection=5)
+    with RawConnection(gw) as conn:
+        conn.handshake()
+        name = conn.create_producer("persistent://public/default/quiet")
+        pause_redis(redis_clean, 1.5)
+        for i in range(20):
+            conn.send_message(1, i, name, b"x" * 1024)
+        wait_for(lambda: throttled(gw, "pending_publishes") == 1)
+        time.sleep(1.0)  # five keep-alive intervals without reading our answers
+        assert receipts(conn, 20) == list(range(20))
+        conn.assert_open()
+
+
 def test_the_publish_buffer_stops_reading_every_producing_connection(gateway_factory, redis_clean):
     """maxMessagePublishBufferSizeInMB 1: two producers' SENDs fill the buffer while Redis is
     paused, and both connections stop being read; a connection without producers is still

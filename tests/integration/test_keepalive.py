@@ -48,3 +48,14 @@ def test_dead_client_is_detected_and_its_messages_redelivered(gateway_factory, c
     assert waited < 4 * interval + 2
     silent.assert_closed()  # and the gateway did close the silent connection
     silent.close()
+
+
+def test_a_connection_that_never_sends_connect_is_closed_after_an_interval(gateway_factory):
+    """Pulsar closes a connection whose handshake is not complete at the first keep-alive
+    tick (PulsarHandler.handleKeepAliveTimeout): a client that connects and says nothing
+    holds nothing for long."""
+    gw = gateway_factory(keepalive_seconds=0.3)
+    with RawConnection(gw) as conn:
+        started = time.monotonic()
+        assert conn.assert_closed(timeout=TIMEOUT) == []
+        assert time.monotonic() - started < 0.3 * 3
