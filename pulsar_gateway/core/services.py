@@ -55,9 +55,9 @@ class Limits:
     websocket_max_sessions: int
     authenticate_metrics_endpoint: bool
     default_delayed_delivery: DelayedDeliveryPolicy
-    max_pending_publishes: int = 1000
-    max_concurrent_lookups: int = 50_000
-    http_max_request_size: int = 16 * 1024 * 1024
+    max_pending_publishes: int
+    max_concurrent_lookups: int
+    http_max_request_size: int
 
 
 @dataclass(frozen=True, slots=True)

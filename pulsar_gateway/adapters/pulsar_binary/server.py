@@ -125,6 +125,8 @@ class PulsarProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         #: refused at accept (connection limits): nothing else happens on it
         self.refused = False
+        #: the client's IP address (connection limits per address)
+        self.host = ""
         #: the common name of the client's verified TLS certificate, None without one
         self.certificate_role: str | None = None
         self._flush_scheduled = False
@@ -137,8 +139,8 @@ class PulsarProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
-        host = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        refusal = self.server.admit(self, host)
+        self.host = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        refusal = self.server.admit(self)
         if refusal is not None:
             # Pulsar's ServerCnx.channelActive: an ERROR answering no request, then close
             self.refused = True
@@ -309,7 +311,6 @@ class BinaryServer:
         self.pause_receiving_if_unwritable = limits.pause_receiving_if_unwritable
         self.lookups = ConcurrencyLimit(services.limits.max_concurrent_lookups)
         self._per_ip: Counter[str] = Counter()
-        self._hosts: dict[PulsarProtocol, str] = {}
         metrics = services.metrics
         self.open_connections = metrics.connections.labels("binary")
         self.opened_connections = metrics.connections_opened.labels("binary")
@@ -341,11 +342,12 @@ class BinaryServer:
 
     # -- admission and gateway-wide flow control -------------------------------------------
 
-    def admit(self, protocol: PulsarProtocol, host: str) -> str | None:
-        """Count a new connection from ``host``, or say why it is refused
+    def admit(self, protocol: PulsarProtocol) -> str | None:
+        """Count a new connection from ``protocol.host``, or say why it is refused
         (``brokerMaxConnections``, ``brokerMaxConnectionsPerIp``: Pulsar's
         ``ConnectionController``, whose messages these are)."""
         refused = self.services.metrics.connections_refused
+        host = protocol.host
         if self.max_connections and len(self.connections) >= self.max_connections:
             refused.labels("binary", "max_connections").inc()
             return "Reached the maximum number of connections"
@@ -357,7 +359,6 @@ class BinaryServer:
             refused.labels("binary", "max_connections_per_ip").inc()
             return f"Reached the maximum number of connections on address {host}"
         self.connections.add(protocol)
-        self._hosts[protocol] = host
         self._per_ip[host] += 1
         return None
 
@@ -366,7 +367,7 @@ class BinaryServer:
         if protocol not in self.connections:
             return False
         self.connections.discard(protocol)
-        host = self._hosts.pop(protocol, "")
+        host = protocol.host
         self._per_ip[host] -= 1
         if self._per_ip[host] <= 0:
             del self._per_ip[host]
