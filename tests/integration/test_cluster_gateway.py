@@ -13,6 +13,7 @@ import pulsar
 import pytest
 from redis.cluster import RedisCluster as ClusterClient
 
+from pulsar_gateway.core.storage.cluster_lane import HOLD_RETRY, MAX_REDIRECTS
 from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin_as
 from tests.conftest import GatewayThread, make_config, wait_for
@@ -194,7 +195,10 @@ def test_notifications_are_sharded_and_wake_consumers_on_other_gateways(
 
 
 def test_redirections_while_a_slot_migrates_and_wake_ups_after(
-    cluster: RedisCluster, cluster_gateway: GatewayThread, client_factory: Callable[..., Any]
+    cluster: RedisCluster,
+    cluster_gateway: GatewayThread,
+    client_factory: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     topic = "persistent://public/default/migrating"
     stream = KeySchema().topic(topic).stream
@@ -228,12 +232,16 @@ def test_redirections_while_a_slot_migrates_and_wake_ups_after(
         wait_for(
             lambda: int(target.info("commandstats").get("cmdstat_asking", {}).get("calls", 0)) >= 3
         )
-        time.sleep(0.3)
+        # long enough for more rounds of ASK, TRYAGAIN and hold than MAX_REDIRECTS
+        time.sleep(0.3 + (MAX_REDIRECTS + 1) * HOLD_RETRY * 2)
         for node in cluster.masters():
             node.client().execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
         got = [consumer.receive(10_000).data() for _ in range(3)]
         assert got == [f"migrating-{i}".encode() for i in range(3)]
+        wait_for(lambda: len(results) == 3)
         assert results == [pulsar.Result.Ok] * 3
+        # held, never failed (a failed append closes the producer, which sends it again)
+        assert "append failed" not in caplog.text
         # the hold was needed: the target refused some scripts with TRYAGAIN
         assert int(target.info("errorstats").get("errorstat_TRYAGAIN", {}).get("count", 0)) > 0
         # the source dropped the slot's sharded subscribers; they moved to the target

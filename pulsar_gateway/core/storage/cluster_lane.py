@@ -293,8 +293,7 @@ class ClusterLane(Lane):
             count = self._redirects.get(fut, 0)
             if count >= MAX_REDIRECTS:
                 return False
-            if not count:
-                fut.add_done_callback(self._forget)
+            self._track(fut)
             self._redirects[fut] = count + 1
             moved = isinstance(error, MovedError)
             to = (error.host or self._seed_host(), int(error.port))
@@ -314,8 +313,7 @@ class ClusterLane(Lane):
             slot = self._slot_of(args)
             now = asyncio.get_running_loop().time()
             if fut not in self._hold_until:
-                if not self._redirects.get(fut):
-                    fut.add_done_callback(self._forget)
+                self._track(fut)
                 self._hold_until[fut] = now + HOLD_SECONDS
             if slot is None or now >= self._hold_until[fut]:
                 return False
@@ -324,6 +322,11 @@ class ClusterLane(Lane):
             self._hold(slot).refused.append(command)
             return True
         return False
+
+    def _track(self, fut: asyncio.Future[Any]) -> None:
+        """Forget ``fut``'s redirections and hold deadline once it is resolved."""
+        if fut not in self._redirects and fut not in self._hold_until:
+            fut.add_done_callback(self._forget)
 
     def _forget(self, fut: asyncio.Future[Any]) -> None:
         self._redirects.pop(fut, None)
@@ -350,6 +353,11 @@ class ClusterLane(Lane):
             fut = command[1]
             if fut is not None and fut.done():
                 continue
+            if fut in self._redirects:
+                # A migrating slot sends a script to the source (ASK), then to the target
+                # (TRYAGAIN), then back to a hold, once per HOLD_RETRY: the hold's deadline
+                # bounds that round, so each try from a hold has MAX_REDIRECTS of its own.
+                self._redirects[fut] = 0
             try:
                 self._lane_for(slot).requeue(command)
             except StorageError as exc:
