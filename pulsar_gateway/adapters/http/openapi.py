@@ -13,99 +13,74 @@ fields; ``additionalProperties`` stays open where Pulsar's objects have more.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http.described import BOOL, INT, NUM, STR, STR_MAP, TOPIC, Doc, obj
 from pulsar_gateway.adapters.http.policies import POLICIES
 
 __all__ = ["OPERATIONS", "PATH", "Doc", "add_routes", "build_spec", "served_operations"]
 
 PATH = "/admin/v2/openapi.json"
 
-_TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
-_SUBSCRIPTION = f"{_TOPIC}/subscription/{{subscription}}"
+_SUBSCRIPTION = f"{TOPIC}/subscription/{{subscription}}"
 
-
-@dataclass(frozen=True, slots=True)
-class Doc:
-    """One operation: its tag, summary, JSON request and response components (names in
-    :data:`SCHEMAS`, or a literal JSON schema), query parameters and success status."""
-
-    tag: str
-    summary: str
-    body: str | dict[str, Any] | None = None
-    response: str | dict[str, Any] | None = None
-    query: tuple[tuple[str, str], ...] = ()
-    ok: int = 200
-    content_type: str = "application/json"
-
-
-def _obj(**properties: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "additionalProperties": True}
-
-
-_STR = {"type": "string"}
-_INT = {"type": "integer", "format": "int64"}
-_NUM = {"type": "number"}
-_BOOL = {"type": "boolean"}
-_STR_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 
 #: Components shared by operations.
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Error": {
         "type": "object",
-        "properties": {"reason": _STR},
+        "properties": {"reason": STR},
         "required": ["reason"],
     },
-    "PartitionedTopicMetadata": _obj(partitions=_INT),
+    "PartitionedTopicMetadata": obj(partitions=INT),
     "Partitions": {
-        "oneOf": [_INT, {"$ref": "#/components/schemas/PartitionedTopicMetadata"}],
+        "oneOf": [INT, {"$ref": "#/components/schemas/PartitionedTopicMetadata"}],
         "description": "a partition count, or PartitionedTopicMetadata",
     },
-    "ConsumerStats": _obj(
-        consumerName=_STR,
-        msgRateOut=_NUM,
-        msgThroughputOut=_NUM,
-        msgRateRedeliver=_NUM,
-        msgOutCounter=_INT,
-        bytesOutCounter=_INT,
-        availablePermits=_INT,
-        unackedMessages=_INT,
-        address=_STR,
-        clientVersion=_STR,
-        connectedSince=_STR,
+    "ConsumerStats": obj(
+        consumerName=STR,
+        msgRateOut=NUM,
+        msgThroughputOut=NUM,
+        msgRateRedeliver=NUM,
+        msgOutCounter=INT,
+        bytesOutCounter=INT,
+        availablePermits=INT,
+        unackedMessages=INT,
+        address=STR,
+        clientVersion=STR,
+        connectedSince=STR,
     ),
-    "PublisherStats": _obj(
-        producerName=_STR, producerId=_INT, msgRateIn=_NUM, msgThroughputIn=_NUM, address=_STR
+    "PublisherStats": obj(
+        producerName=STR, producerId=INT, msgRateIn=NUM, msgThroughputIn=NUM, address=STR
     ),
-    "SubscriptionStats": _obj(
-        type=_STR,
-        msgBacklog=_INT,
-        msgBacklogNoDelayed=_INT,
-        msgDelayed=_INT,
-        unackedMessages=_INT,
-        backlogSize=_INT,
-        msgRateOut=_NUM,
-        msgThroughputOut=_NUM,
-        msgRateRedeliver=_NUM,
-        msgOutCounter=_INT,
-        bytesOutCounter=_INT,
+    "SubscriptionStats": obj(
+        type=STR,
+        msgBacklog=INT,
+        msgBacklogNoDelayed=INT,
+        msgDelayed=INT,
+        unackedMessages=INT,
+        backlogSize=INT,
+        msgRateOut=NUM,
+        msgThroughputOut=NUM,
+        msgRateRedeliver=NUM,
+        msgOutCounter=INT,
+        bytesOutCounter=INT,
         consumers={"type": "array", "items": {"$ref": "#/components/schemas/ConsumerStats"}},
     ),
-    "TopicStats": _obj(
-        msgRateIn=_NUM,
-        msgRateOut=_NUM,
-        msgThroughputIn=_NUM,
-        msgThroughputOut=_NUM,
-        msgInCounter=_INT,
-        msgOutCounter=_INT,
-        bytesInCounter=_INT,
-        bytesOutCounter=_INT,
-        averageMsgSize=_NUM,
-        storageSize=_INT,
-        backlogSize=_INT,
+    "TopicStats": obj(
+        msgRateIn=NUM,
+        msgRateOut=NUM,
+        msgThroughputIn=NUM,
+        msgThroughputOut=NUM,
+        msgInCounter=INT,
+        msgOutCounter=INT,
+        bytesInCounter=INT,
+        bytesOutCounter=INT,
+        averageMsgSize=NUM,
+        storageSize=INT,
+        backlogSize=INT,
         publishers={"type": "array", "items": {"$ref": "#/components/schemas/PublisherStats"}},
         subscriptions={
             "type": "object",
@@ -115,7 +90,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "PartitionedTopicStats": {
         "allOf": [
             {"$ref": "#/components/schemas/TopicStats"},
-            _obj(
+            obj(
                 metadata={"$ref": "#/components/schemas/PartitionedTopicMetadata"},
                 partitions={
                     "type": "object",
@@ -124,77 +99,77 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             ),
         ]
     },
-    "ProducerMessage": _obj(
-        payload=_STR,
-        key=_STR,
-        properties=_STR_MAP,
-        eventTime=_STR,
-        sequenceId=_INT,
-        deliverAt=_INT,
-        deliverAfterMs=_INT,
-        replicationClusters={"type": "array", "items": _STR},
-        disableReplication=_BOOL,
+    "ProducerMessage": obj(
+        payload=STR,
+        key=STR,
+        properties=STR_MAP,
+        eventTime=STR,
+        sequenceId=INT,
+        deliverAt=INT,
+        deliverAfterMs=INT,
+        replicationClusters={"type": "array", "items": STR},
+        disableReplication=BOOL,
     ),
-    "ProducerMessages": _obj(
-        producerName=_STR,
-        keySchema=_STR,
-        valueSchema=_STR,
-        schemaVersion=_INT,
+    "ProducerMessages": obj(
+        producerName=STR,
+        keySchema=STR,
+        valueSchema=STR,
+        schemaVersion=INT,
         messages={"type": "array", "items": {"$ref": "#/components/schemas/ProducerMessage"}},
     ),
-    "ProducerAcks": _obj(
-        schemaVersion=_INT,
+    "ProducerAcks": obj(
+        schemaVersion=INT,
         messagePublishResults={
             "type": "array",
-            "items": _obj(messageId=_STR, errorCode=_INT, errorMsg=_STR),
+            "items": obj(messageId=STR, errorCode=INT, errorMsg=STR),
         },
     ),
-    "ScheduledMessages": _obj(
-        total=_INT,
-        offset=_INT,
+    "ScheduledMessages": obj(
+        total=INT,
+        offset=INT,
         messages={
             "type": "array",
-            "items": _obj(
-                messageId=_STR,
-                ledgerId=_INT,
-                entryId=_INT,
-                partition=_INT,
-                deliverAt=_INT,
-                key=_STR,
-                size=_INT,
+            "items": obj(
+                messageId=STR,
+                ledgerId=INT,
+                entryId=INT,
+                partition=INT,
+                deliverAt=INT,
+                key=STR,
+                size=INT,
             ),
         },
     ),
-    "Reschedule": _obj(deliverAt=_INT, deliverAfterMs=_INT),
-    "LongRunningProcessStatus": _obj(status=_STR, lastError=_STR),
-    "TopicList": {"type": "array", "items": _STR},
-    "NameList": {"type": "array", "items": _STR},
-    "ClusterData": _obj(
-        serviceUrl=_STR, brokerServiceUrl=_STR, serviceUrlTls=_STR, brokerServiceUrlTls=_STR
+    "Reschedule": obj(deliverAt=INT, deliverAfterMs=INT),
+    "LongRunningProcessStatus": obj(status=STR, lastError=STR),
+    "TopicList": {"type": "array", "items": STR},
+    "NameList": {"type": "array", "items": STR},
+    "ClusterData": obj(
+        serviceUrl=STR, brokerServiceUrl=STR, serviceUrlTls=STR, brokerServiceUrlTls=STR
     ),
-    "TenantInfo": _obj(
-        adminRoles={"type": "array", "items": _STR},
-        allowedClusters={"type": "array", "items": _STR},
+    "TenantInfo": obj(
+        adminRoles={"type": "array", "items": STR},
+        allowedClusters={"type": "array", "items": STR},
     ),
-    "Policies": _obj(
+    "Policies": obj(
         retention_policies={"type": "object"},
-        message_ttl_in_seconds=_INT,
-        deduplicationEnabled=_BOOL,
+        message_ttl_in_seconds=INT,
+        deduplicationEnabled=BOOL,
         delayed_delivery_policies={"type": "object"},
         backlog_quota_map={"type": "object"},
     ),
-    "BacklogQuota": _obj(limitSize=_INT, limitTime=_INT, policy={"type": "string"}),
+    "BacklogQuota": obj(limitSize=INT, limitTime=INT, policy={"type": "string"}),
     "BacklogQuotaMap": {
         "type": "object",
         "additionalProperties": {"$ref": "#/components/schemas/BacklogQuota"},
     },
-    "LookupData": _obj(
-        brokerUrl=_STR,
-        brokerUrlTls=_STR,
-        httpUrl=_STR,
-        httpUrlTls=_STR,
-        nativeUrl=_STR,
-        brokerUrlSsl=_STR,
+    "LookupData": obj(
+        brokerUrl=STR,
+        brokerUrlTls=STR,
+        httpUrl=STR,
+        httpUrlTls=STR,
+        nativeUrl=STR,
+        brokerUrlSsl=STR,
     ),
 }
 
@@ -211,18 +186,18 @@ _POLICIES = "policies"
 OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", PATH): Doc("meta", "This OpenAPI description", response={"type": "object"}),
     ("GET", "/admin/v2/brokers/health"): Doc(
-        "meta", "Health check: ok when Redis answers", response=_STR, content_type="text/plain"
+        "meta", "Health check: ok when Redis answers", response=STR, content_type="text/plain"
     ),
     ("GET", "/admin/v2/brokers/internal-configuration"): Doc(
         "meta",
         "Where the fleet keeps its state: Redis URL (metadataStoreUrl) and key prefix "
         "(ledgersRootPath); superuser only",
-        response={"type": "object", "additionalProperties": _STR},
+        response={"type": "object", "additionalProperties": STR},
     ),
     ("GET", "/metrics"): Doc(
         "meta",
         "Prometheus metrics (Pulsar's topic metrics for the topics this gateway exports)",
-        response=_STR,
+        response=STR,
         content_type="text/plain",
     ),
     ("GET", "/admin/v2/{domain}/{tenant}/{namespace}"): Doc(
@@ -231,28 +206,28 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", "/admin/v2/{domain}/{tenant}/{namespace}/partitioned"): Doc(
         _TOPICS, "List the namespace's partitioned topics", response="TopicList"
     ),
-    ("PUT", _TOPIC): Doc(_TOPICS, "Create a non-partitioned topic", ok=204),
-    ("DELETE", _TOPIC): Doc(_TOPICS, "Delete a topic", query=(("force", "boolean"),), ok=204),
-    ("PUT", f"{_TOPIC}/partitions"): Doc(
+    ("PUT", TOPIC): Doc(_TOPICS, "Create a non-partitioned topic", ok=204),
+    ("DELETE", TOPIC): Doc(_TOPICS, "Delete a topic", query=(("force", "boolean"),), ok=204),
+    ("PUT", f"{TOPIC}/partitions"): Doc(
         _TOPICS, "Create a partitioned topic", body="Partitions", ok=204
     ),
-    ("POST", f"{_TOPIC}/partitions"): Doc(
+    ("POST", f"{TOPIC}/partitions"): Doc(
         _TOPICS,
         "Increase a partitioned topic's partitions",
         body="Partitions",
         query=(("force", "boolean"),),
         ok=204,
     ),
-    ("GET", f"{_TOPIC}/partitions"): Doc(
+    ("GET", f"{TOPIC}/partitions"): Doc(
         _TOPICS,
         "Partitioned-topic metadata",
         response="PartitionedTopicMetadata",
         query=(("checkAllowAutoCreation", "boolean"),),
     ),
-    ("DELETE", f"{_TOPIC}/partitions"): Doc(
+    ("DELETE", f"{TOPIC}/partitions"): Doc(
         _TOPICS, "Delete a partitioned topic", query=(("force", "boolean"),), ok=204
     ),
-    ("GET", f"{_TOPIC}/stats"): Doc(
+    ("GET", f"{TOPIC}/stats"): Doc(
         _TOPICS,
         "Topic stats, fleet-wide",
         response="TopicStats",
@@ -262,7 +237,7 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
             ("getEarliestTimeInBacklog", "boolean"),
         ),
     ),
-    ("GET", f"{_TOPIC}/partitioned-stats"): Doc(
+    ("GET", f"{TOPIC}/partitioned-stats"): Doc(
         _TOPICS,
         "Partitioned topic stats: the partitions summed, and each one",
         response="PartitionedTopicStats",
@@ -337,12 +312,12 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", f"{_NS}/permissions"): Doc(
         _NAMESPACES,
         "Roles and the actions granted to them on the namespace",
-        response={"type": "object", "additionalProperties": {"type": "array", "items": _STR}},
+        response={"type": "object", "additionalProperties": {"type": "array", "items": STR}},
     ),
     ("POST", f"{_NS}/permissions/{{role}}"): Doc(
         _NAMESPACES,
         "Grant a role actions (produce, consume) on the namespace",
-        body={"type": "array", "items": _STR},
+        body={"type": "array", "items": STR},
         ok=204,
     ),
     ("DELETE", f"{_NS}/permissions/{{role}}"): Doc(
@@ -357,16 +332,16 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("DELETE", f"{_NS}/backlogQuota"): Doc(
         _POLICIES, "Remove a namespace backlog quota", query=_QUOTA_TYPE, ok=204
     ),
-    ("GET", f"{_TOPIC}/backlogQuotaMap"): Doc(
+    ("GET", f"{TOPIC}/backlogQuotaMap"): Doc(
         _POLICIES,
         "The topic's backlog quotas by type",
         response="BacklogQuotaMap",
         query=(("applied", "boolean"),),
     ),
-    ("POST", f"{_TOPIC}/backlogQuota"): Doc(
+    ("POST", f"{TOPIC}/backlogQuota"): Doc(
         _POLICIES, "Set a topic backlog quota", body="BacklogQuota", query=_QUOTA_TYPE, ok=204
     ),
-    ("DELETE", f"{_TOPIC}/backlogQuota"): Doc(
+    ("DELETE", f"{TOPIC}/backlogQuota"): Doc(
         _POLICIES, "Remove a topic backlog quota", query=_QUOTA_TYPE, ok=204
     ),
     ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"): Doc(
@@ -381,7 +356,7 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}/bundle"): Doc(
         _LOOKUP,
         "The topic's namespace bundle (one bundle)",
-        response=_STR,
+        response=STR,
         content_type="text/plain",
     ),
 }
@@ -451,7 +426,7 @@ def _policy_operations() -> dict[tuple[str, str], Doc]:
                 "namespace",
                 f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{spec.namespace_segment}",
             ),
-            ("topic", f"{_TOPIC}/{spec.topic_segment}"),
+            ("topic", f"{TOPIC}/{spec.topic_segment}"),
         ):
             query = (
                 ((spec.topic_query, "integer"),) if scope == "topic" and spec.topic_query else ()
@@ -476,37 +451,37 @@ OPERATIONS.update(_policy_operations())
 
 _CURSOR = {
     "oneOf": [
-        _obj(
-            ledgerId=_INT,
-            entryId=_INT,
+        obj(
+            ledgerId=INT,
+            entryId=INT,
             partitionIndex={"type": "integer"},
-            isExcluded=_BOOL,
+            isExcluded=BOOL,
             batchIndex={"type": "integer"},
-            properties=_STR_MAP,
+            properties=STR_MAP,
         ),
         {"type": "string", "enum": ["latest", "earliest"]},
     ],
     "description": 'ResetCursorData / MessageIdImpl, or "latest" / "earliest"',
 }
 SCHEMAS["ResetCursorData"] = _CURSOR
-SCHEMAS["MessageIdImpl"] = _obj(
-    ledgerId=_INT, entryId=_INT, partitionIndex=_INT, batchIndex=_INT, batchSize=_INT
+SCHEMAS["MessageIdImpl"] = obj(
+    ledgerId=INT, entryId=INT, partitionIndex=INT, batchIndex=INT, batchSize=INT
 )
-SCHEMAS["PersistentTopicInternalStats"] = _obj(
-    entriesAddedCounter=_INT,
-    numberOfEntries=_INT,
-    totalSize=_INT,
-    currentLedgerEntries=_INT,
-    currentLedgerSize=_INT,
-    lastLedgerCreatedTimestamp=_STR,
-    waitingCursorsCount=_INT,
-    pendingAddEntriesCount=_INT,
-    lastConfirmedEntry=_STR,
-    state=_STR,
+SCHEMAS["PersistentTopicInternalStats"] = obj(
+    entriesAddedCounter=INT,
+    numberOfEntries=INT,
+    totalSize=INT,
+    currentLedgerEntries=INT,
+    currentLedgerSize=INT,
+    lastLedgerCreatedTimestamp=STR,
+    waitingCursorsCount=INT,
+    pendingAddEntriesCount=INT,
+    lastConfirmedEntry=STR,
+    state=STR,
     ledgers={"type": "array", "items": {"type": "object"}},
     cursors={"type": "object", "additionalProperties": {"type": "object"}},
 )
-SCHEMAS["PartitionedTopicInternalStats"] = _obj(
+SCHEMAS["PartitionedTopicInternalStats"] = obj(
     metadata={"$ref": "#/components/schemas/PartitionedTopicMetadata"},
     partitions={
         "type": "object",
@@ -517,7 +492,7 @@ _ENTRY = {"type": "string", "format": "binary"}
 _OCTETS = "application/octet-stream"
 OPERATIONS.update(
     {
-        ("GET", f"{_TOPIC}/subscriptions"): Doc(
+        ("GET", f"{TOPIC}/subscriptions"): Doc(
             _SUBSCRIPTIONS, "List subscriptions (union over partitions)", response="NameList"
         ),
         ("PUT", _SUBSCRIPTION): Doc(
@@ -540,7 +515,7 @@ OPERATIONS.update(
         ("POST", f"{_SUBSCRIPTION}/expireMessages"): Doc(
             _SUBSCRIPTIONS, "Expire messages up to a position", body="ResetCursorData", ok=204
         ),
-        ("POST", f"{_TOPIC}/all_subscription/expireMessages/{{seconds}}"): Doc(
+        ("POST", f"{TOPIC}/all_subscription/expireMessages/{{seconds}}"): Doc(
             _SUBSCRIPTIONS, "Expire messages on every subscription", ok=204
         ),
         ("POST", f"{_SUBSCRIPTION}/resetcursor/{{timestamp}}"): Doc(
@@ -555,25 +530,25 @@ OPERATIONS.update(
             response=_ENTRY,
             content_type=_OCTETS,
         ),
-        ("GET", f"{_TOPIC}/ledger/{{ledger}}/entry/{{entry}}"): Doc(
+        ("GET", f"{TOPIC}/ledger/{{ledger}}/entry/{{entry}}"): Doc(
             _TOPICS, "A message by id (X-Pulsar-* headers)", response=_ENTRY, content_type=_OCTETS
         ),
-        ("GET", f"{_TOPIC}/examinemessage"): Doc(
+        ("GET", f"{TOPIC}/examinemessage"): Doc(
             _TOPICS,
             "The n-th entry from the earliest or latest end",
             response=_ENTRY,
             query=(("initialPosition", "string"), ("messagePosition", "integer")),
             content_type=_OCTETS,
         ),
-        ("GET", f"{_TOPIC}/internalStats"): Doc(
+        ("GET", f"{TOPIC}/internalStats"): Doc(
             _TOPICS, "Internal stats (one pseudo-ledger)", response="PersistentTopicInternalStats"
         ),
-        ("GET", f"{_TOPIC}/partitioned-internalStats"): Doc(
+        ("GET", f"{TOPIC}/partitioned-internalStats"): Doc(
             _TOPICS,
             "Internal stats of every partition",
             response="PartitionedTopicInternalStats",
         ),
-        ("GET", f"{_TOPIC}/lastMessageId"): Doc(
+        ("GET", f"{TOPIC}/lastMessageId"): Doc(
             _TOPICS, "The last message id", response="MessageIdImpl"
         ),
     }
@@ -600,7 +575,7 @@ def _parameters(path: str, doc: Doc) -> list[dict[str, Any]]:
     for segment in path.split("/"):
         if segment.startswith("{") and segment.endswith("}"):
             name = segment[1:-1]
-            schema: dict[str, Any] = dict(_STR)
+            schema: dict[str, Any] = dict(STR)
             if name == "domain":
                 schema["enum"] = ["persistent", "non-persistent"]
             params.append({"name": name, "in": "path", "required": True, "schema": schema})
