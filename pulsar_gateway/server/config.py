@@ -186,8 +186,8 @@ def _check_optional_token(value: object) -> str | None:
 
 
 def _check_providers(value: object) -> tuple[str, ...]:
-    """Pulsar's ``authenticationProviders``: a comma-separated list of ``token``, ``tls`` or
-    Pulsar's provider class names; stored as short names."""
+    """Pulsar's ``authenticationProviders``: a comma-separated list of ``token``, ``tls``,
+    ``basic`` or Pulsar's provider class names; stored as short names."""
     if isinstance(value, str):
         items: list[object] = list(value.split(","))
     elif isinstance(value, list | tuple):
@@ -201,11 +201,13 @@ def _check_providers(value: object) -> tuple[str, ...]:
             continue
         short = AUTHENTICATION_PROVIDERS.get(name) if isinstance(name, str) else None
         if short is None:
-            raise ValueError(f"unknown authentication provider {item!r} (token or tls)")
+            raise ValueError(
+                f"unknown authentication provider {item!r} (token, tls or basic)"
+            )
         if short not in providers:
             providers.append(short)
     if not providers:
-        raise ValueError("must name at least one provider (token, tls)")
+        raise ValueError("must name at least one provider (token, tls, basic)")
     return tuple(providers)
 
 
@@ -243,6 +245,15 @@ def _check_optional_non_empty(value: object) -> str | None:
     if value is None:
         return None
     return _check_non_empty(value)
+
+
+def _check_optional_role(value: object) -> str | None:
+    """Pulsar's ``anonymousUserRole``: a blank value is no role (``StringUtils.isNotBlank``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"must be a role name, got {value!r}")
+    return value if value.strip() else None
 
 
 def _check_roles(value: object) -> tuple[str, ...]:
@@ -317,6 +328,8 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "authenticate_metrics_endpoint": _check_bool,
     "authentication_providers": _check_providers,
     "authentication_refresh_check_seconds": _check_positive_seconds,
+    "anonymous_user_role": _check_optional_role,
+    "basic_auth_conf": _check_optional_non_empty,
     "tls_certificate_file_path": _check_optional_non_empty,
     "tls_key_file_path": _check_optional_non_empty,
     "tls_trust_certs_file_path": _check_optional_non_empty,
@@ -430,11 +443,17 @@ class GatewayConfig:
         authenticate_metrics_endpoint: Require a token on ``/metrics`` and the health check
             too (``authenticateMetricsEndpoint``).
         authentication_providers: How clients may authenticate (``authenticationProviders``):
-            ``token`` (JWT) and ``tls`` (the client certificate's common name; needs
-            trusted CAs to verify certificates with).
+            ``token`` (JWT), ``tls`` (the client certificate's common name; needs
+            trusted CAs to verify certificates with) and ``basic`` (user and password,
+            checked against ``basic_auth_conf``); the client's auth method picks one.
         authentication_refresh_check_seconds: How often a binary connection's credentials
             are checked for expiry (``authenticationRefreshCheckSeconds``): one that will
             have expired within two checks is asked to refresh them (AUTH_CHALLENGE).
+        anonymous_user_role: The role of clients that present no credentials while
+            authentication is on (``anonymousUserRole``); None refuses them.
+        basic_auth_conf: The basic provider's htpasswd-style file (``basicAuthConf``): a
+            path, ``file:``/``data:`` URL or the content in base64; ``user:hash`` lines,
+            hashes apr1 (``$apr1$``) or DES crypt.
         tls_certificate_file_path: The server's certificate chain, PEM
             (``tlsCertificateFilePath``); with it the gateway also listens with TLS.
         tls_key_file_path: The certificate's private key, PEM (``tlsKeyFilePath``).
@@ -506,6 +525,8 @@ class GatewayConfig:
     authenticate_metrics_endpoint: bool = False
     authentication_providers: tuple[str, ...] = ("token",)
     authentication_refresh_check_seconds: float = 60.0
+    anonymous_user_role: str | None = None
+    basic_auth_conf: str | None = None
     tls_certificate_file_path: str | None = None
     tls_key_file_path: str | None = None
     tls_trust_certs_file_path: str | None = None
@@ -525,6 +546,13 @@ class GatewayConfig:
                 # has to bypass the generated __setattr__.
                 object.__setattr__(self, name, normalized)
         self._check_tls()
+        if (
+            self.authentication_enabled
+            and "basic" in self.authentication_providers
+            and self.basic_auth_conf is None
+        ):
+            # AuthenticationProviderBasic.initialize: "No basic authentication config provided"
+            raise ValueError("authentication_providers: basic needs basic_auth_conf")
         if self.pulsar_channel_write_buffer_low_water_mark > (
             self.pulsar_channel_write_buffer_high_water_mark
         ):
@@ -928,13 +956,28 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         "authentication_providers",
         _parse_str,
         "LIST",
-        "authentication providers, comma-separated: token, tls (or Pulsar's class names)",
+        "authentication providers, comma-separated: token, tls, basic (or Pulsar's class "
+        "names); the client's auth method picks one",
     ),
     _Option(
         "authentication_refresh_check_seconds",
         _parse_float,
         "SECONDS",
         "how often a connection's token is checked; one about to expire is asked to refresh",
+    ),
+    _Option(
+        "anonymous_user_role",
+        _parse_str,
+        "ROLE",
+        "with authentication on, the role of clients presenting no credentials "
+        "(none: they are refused)",
+    ),
+    _Option(
+        "basic_auth_conf",
+        _parse_str,
+        "CONF",
+        "the basic provider's htpasswd file (user:hash lines, apr1 or crypt): a path, "
+        "file:///path, data:;base64,<content> or the content in base64",
     ),
     _Option(
         "tls_certificate_file_path",

@@ -100,7 +100,8 @@ def build(
         redis_cluster: ``redis`` is a node of a Redis Cluster: route commands to its masters.
 
     Raises:
-        ValueError: an authentication setting cannot be used (a key that does not load).
+        ValueError: an authentication setting cannot be used (a key or a password file
+            that does not load).
     """
     authentication = policies.AuthenticationService.from_settings(
         enabled=config.authentication_enabled,
@@ -108,6 +109,8 @@ def build(
         public_key=config.token_public_key,
         role_claim=config.token_auth_claim,
         providers=config.authentication_providers,
+        basic_auth_conf=config.basic_auth_conf,
+        anonymous_role=config.anonymous_user_role,
     )
     gateway_id = config.gateway_id or secrets.token_hex(4)
     lease_ms = int(config.consumer_lease_seconds * 1000)

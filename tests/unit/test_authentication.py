@@ -492,7 +492,7 @@ def test_without_authentication_credentials_are_ignored() -> None:
 
 
 def test_tls_provider_takes_the_certificate_role() -> None:
-    service = AuthenticationService(None, AuthenticationProviderTls())
+    service = AuthenticationService(AuthenticationProviderTls())
     assert service.enabled
     assert service.authenticate_command("tls", b"", "app-1").role == "app-1"
     assert service.authenticate_command("tls", b"", "app-1").expires_at is None
@@ -501,12 +501,15 @@ def test_tls_provider_takes_the_certificate_role() -> None:
     # no token provider: a token is no credential
     with pytest.raises(AuthenticationError, match="no authentication provider for 'token'"):
         service.authenticate_command("token", b"x.y.z", "app-1")
-    # over HTTP, without an Authorization header, the certificate
+    # over HTTP, the certificate
     assert service.authenticate_http(None, "admin-1").role == "admin-1"
-    with pytest.raises(AuthenticationError):
+    with pytest.raises(AuthenticationError, match="Authentication required"):
         service.authenticate_http(None, None)
-    with pytest.raises(AuthenticationError, match="no client certificate"):
-        service.authenticate_http("Bearer x.y.z", "admin-1")
+    # a request naming no method is tried against every provider (AuthenticationService
+    # .authenticateHttpRequest): the certificate authenticates it whatever else it carries
+    assert service.authenticate_http("Bearer x.y.z", "admin-1").role == "admin-1"
+    with pytest.raises(AuthenticationError, match="Unsupported authentication method"):
+        service.authenticate_http("Bearer x.y.z", "admin-1", method="token")
 
 
 def test_token_and_tls_providers_together(provider: AuthenticationProviderToken) -> None:
@@ -514,11 +517,17 @@ def test_token_and_tls_providers_together(provider: AuthenticationProviderToken)
     token = hs256({"sub": "app"})
     assert service.authenticate_command("token", token.encode(), "cert-role").role == "app"
     assert service.authenticate_command("tls", b"", "cert-role").role == "cert-role"
-    # a header is the request's credential; without one, the certificate
+    # the provider the header's scheme names first; without a header, the certificate
     assert service.authenticate_http(f"Bearer {token}", "cert-role").role == "app"
     assert service.authenticate_http(None, "cert-role").role == "cert-role"
-    with pytest.raises(AuthenticationError):
-        service.authenticate_http("Bearer not-a-token", "cert-role")
+    # a bad token, no method named: the other providers are tried, as in Pulsar
+    assert service.authenticate_http("Bearer not-a-token", "cert-role").role == "cert-role"
+    with pytest.raises(AuthenticationError, match="Authentication required"):
+        service.authenticate_http("Bearer not-a-token", None)
+    # the method named: that provider alone decides
+    with pytest.raises(AuthenticationError, match="Failed to authentication token"):
+        service.authenticate_http("Bearer not-a-token", "cert-role", method="token")
+    assert service.authenticate_http(None, "cert-role", method="tls").role == "cert-role"
     with pytest.raises(AuthenticationError, match="no authentication provider"):
         service.authenticate_command("basic", b"u:p", "cert-role")
 
@@ -531,7 +540,7 @@ def test_token_provider_alone_refuses_tls_method(provider: AuthenticationProvide
 
 def test_providers_from_settings() -> None:
     tls_only = AuthenticationService.from_settings(enabled=True, providers=("tls",))
-    assert tls_only.provider is None and tls_only.tls is not None
+    assert list(tls_only.providers) == ["tls"]
     with pytest.raises(ValueError, match="token_secret_key"):
         AuthenticationService.from_settings(enabled=True, providers=("token", "tls"))
     assert not AuthenticationService.from_settings(enabled=False, providers=("tls",)).enabled

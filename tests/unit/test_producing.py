@@ -50,9 +50,10 @@ ROLLOVER = LedgerRollover(max_entries=3)
 
 def _append_ids() -> Callable[[Any, Any], list[bytes]]:
     """An ``append_entries`` stand-in numbering entries 1000-0, 1000-1, ... as Redis would
-    in one ledger (args: the rollover limits, then blob and options per entry)."""
+    in one ledger (args: the rollover limits, then blob, options and publish time per
+    entry)."""
     count = itertools.count()
-    return lambda keys, args: [b"1000-%d" % next(count) for _ in args[1::2]]
+    return lambda keys, args: [b"1000-%d" % next(count) for _ in args[1::3]]
 
 
 def _answers(*replies: Any) -> Callable[[Any, Any], list[Any]]:
@@ -62,10 +63,15 @@ def _answers(*replies: Any) -> Callable[[Any, Any], list[Any]]:
 
 def entries_sent(gateway: Gateway) -> list[tuple[Any, Any]]:
     """(blob, options) of every entry sent, call after call."""
+    return [(blob, options) for blob, options, _ in timed_entries_sent(gateway)]
+
+
+def timed_entries_sent(gateway: Gateway) -> list[tuple[Any, Any, Any]]:
+    """(blob, options, publish time) of every entry sent, call after call."""
     out = []
     for call in gateway.lane.named("append_entries"):
         assert call.args[0] == ROLLOVER.argument
-        out += list(zip(call.args[1::2], call.args[2::2], strict=True))
+        out += list(zip(call.args[1::3], call.args[2::3], call.args[3::3], strict=True))
     return out
 
 
@@ -140,8 +146,8 @@ async def test_publish_appends_the_entry_in_the_topic_ledger(
     assert stream_id == b"1000-0"
     (call,) = gateway.lane.named("append_entries")
     assert call.keys == (keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch)
-    # no checks: no epoch, producer name, sequence ids
-    assert entries_sent(gateway) == [(b"blob", fields)]
+    # no checks: no epoch, producer name, sequence ids; the publish time rides along
+    assert timed_entries_sent(gateway) == [(b"blob", fields, options.get("publish_time", 0))]
 
 
 async def test_appends_of_one_tick_go_in_one_call(gateway: Gateway) -> None:
@@ -151,7 +157,7 @@ async def test_appends_of_one_tick_go_in_one_call(gateway: Gateway) -> None:
     assert [await fut for fut in first] == [b"1000-0", b"1000-1", b"1000-2"]
     later = await producer.publish(b"m-3", 1)
     assert later == b"1000-3"
-    assert [len(c.args) for c in gateway.lane.named("append_entries")] == [7, 3]
+    assert [len(c.args) for c in gateway.lane.named("append_entries")] == [10, 4]
 
 
 async def test_a_failed_append_call_fails_every_entry_of_its_tick(gateway: Gateway) -> None:

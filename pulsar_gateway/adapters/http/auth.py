@@ -1,5 +1,5 @@
-"""Authentication (token or client certificate) and authorization for the whole HTTP front,
-as one middleware.
+"""Authentication (token, client certificate or user and password) and authorization for
+the whole HTTP front, as one middleware.
 
 Theory of operation. Pulsar authenticates HTTP requests in a servlet filter that runs before
 any resource (``AuthenticationFilter``; for WebSocket, ``AbstractWebSocketHandler.checkAuth``
@@ -42,9 +42,14 @@ admin code answers those with 401, while its API documents 403; the Java and Pyt
 clients raise the same ``NotAuthorizedException`` for both, and 403 keeps "who are you"
 apart from "you may not".) A WebSocket client that cannot set headers (a browser) passes the
 token as the ``token`` query parameter, with or without ``Bearer`` (Pulsar's
-``WebSocketHttpServletRequestWrapper``). With the TLS provider on, a request without a token
-over HTTPS is authenticated by its connection's verified client certificate (the role is
-its common name, ``AuthenticationProviderTls``).
+``WebSocketHttpServletRequestWrapper``).
+
+Which provider authenticates a request is the core's ``AuthenticationService`` rule, fed
+here with the ``Authorization`` header (``Bearer`` token or ``Basic`` user and password),
+the ``X-Pulsar-Auth-Method-Name`` header (the Java client names its method there) and the
+connection's verified client certificate; with ``anonymousUserRole`` configured a request
+no provider accepts is served as that role and authorization decides, as Pulsar's
+``AuthenticationService.authenticateHttpRequest`` does.
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ __all__ = ["ROLE", "Access", "Requirement", "add_routes", "requirement"]
 
 #: Where the authenticated role is kept on the request (``request[ROLE]``).
 ROLE = web.RequestKey("role", str)
+#: The header naming the client's authentication method (``AuthenticationFilter``).
+AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -265,9 +272,12 @@ def _middleware() -> Callable[..., Awaitable[web.StreamResponse]]:
         peercert = transport.get_extra_info("peercert") if transport is not None else None
         try:
             authenticated = services.authentication.authenticate_http(
-                _credentials(request, need.websocket), certificate_role(peercert)
+                _credentials(request, need.websocket),
+                certificate_role(peercert),
+                request.headers.get(AUTH_METHOD_HEADER),
             )
         except AuthenticationError:
+            # AuthenticationFilter.doFilter and AbstractWebSocketHandler.checkAuth
             reason = "Failed to authenticate" if need.websocket else "Authentication required"
             raise fail(web.HTTPUnauthorized, reason) from None
         request[ROLE] = authenticated.role

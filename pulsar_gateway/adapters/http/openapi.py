@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from pulsar_gateway.adapters.http.described import BOOL, INT, NUM, STR, STR_MAP, TOPIC, Doc, obj
-from pulsar_gateway.adapters.http.policies import POLICIES
+from pulsar_gateway.adapters.http.policies import POLICIES, PolicySpec
 
 __all__ = ["OPERATIONS", "PATH", "Doc", "add_routes", "build_spec", "served_operations"]
 
@@ -180,7 +180,7 @@ _QUOTA_TYPE = (("backlogQuotaType", "string"),)
 _LISTENER = (("listenerName", "string"),)
 _TOPICS = "topics"
 _SUBSCRIPTIONS = "subscriptions"
-_POLICIES = "policies"
+POLICIES_TAG = "policies"
 
 #: Every documented operation by (method, aiohttp canonical path).
 OPERATIONS: dict[tuple[str, str], Doc] = {
@@ -324,25 +324,29 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
         _NAMESPACES, "Revoke every action of a role on the namespace", ok=204
     ),
     ("GET", f"{_NS}/backlogQuotaMap"): Doc(
-        _POLICIES, "The namespace's backlog quotas by type", response="BacklogQuotaMap"
+        POLICIES_TAG, "The namespace's backlog quotas by type", response="BacklogQuotaMap"
     ),
     ("POST", f"{_NS}/backlogQuota"): Doc(
-        _POLICIES, "Set a namespace backlog quota", body="BacklogQuota", query=_QUOTA_TYPE, ok=204
+        POLICIES_TAG,
+        "Set a namespace backlog quota",
+        body="BacklogQuota",
+        query=_QUOTA_TYPE,
+        ok=204,
     ),
     ("DELETE", f"{_NS}/backlogQuota"): Doc(
-        _POLICIES, "Remove a namespace backlog quota", query=_QUOTA_TYPE, ok=204
+        POLICIES_TAG, "Remove a namespace backlog quota", query=_QUOTA_TYPE, ok=204
     ),
     ("GET", f"{TOPIC}/backlogQuotaMap"): Doc(
-        _POLICIES,
+        POLICIES_TAG,
         "The topic's backlog quotas by type",
         response="BacklogQuotaMap",
         query=(("applied", "boolean"),),
     ),
     ("POST", f"{TOPIC}/backlogQuota"): Doc(
-        _POLICIES, "Set a topic backlog quota", body="BacklogQuota", query=_QUOTA_TYPE, ok=204
+        POLICIES_TAG, "Set a topic backlog quota", body="BacklogQuota", query=_QUOTA_TYPE, ok=204
     ),
     ("DELETE", f"{TOPIC}/backlogQuota"): Doc(
-        _POLICIES, "Remove a topic backlog quota", query=_QUOTA_TYPE, ok=204
+        POLICIES_TAG, "Remove a topic backlog quota", query=_QUOTA_TYPE, ok=204
     ),
     ("GET", "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"): Doc(
         _LOOKUP,
@@ -418,34 +422,26 @@ OPERATIONS.update(
 )
 
 
-def _policy_operations() -> dict[tuple[str, str], Doc]:
+def _policy_operations(specs: tuple[PolicySpec, ...]) -> dict[tuple[str, str], Doc]:
     out = {}
-    for spec in POLICIES:
-        for scope, path in (
-            (
-                "namespace",
-                f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{spec.namespace_segment}",
-            ),
-            ("topic", f"{TOPIC}/{spec.topic_segment}"),
-        ):
-            query = (
-                ((spec.topic_query, "integer"),) if scope == "topic" and spec.topic_query else ()
-            )
-            out["GET", path] = Doc(
-                _POLICIES, f"Get the {scope} {spec.name} policy", response=spec.schema
-            )
-            out["POST", path] = Doc(
-                _POLICIES,
-                f"Set the {scope} {spec.name} policy",
-                body=None if query else spec.schema,
-                query=query,
-                ok=204,
-            )
-            out["DELETE", path] = Doc(_POLICIES, f"Remove the {scope} {spec.name} policy", ok=204)
+    verbs = {"GET": "Get", "POST": "Set", "PUT": "Set", "DELETE": "Remove"}
+    for spec in specs:
+        for method, route_path, topic_level in spec.routes():
+            path = route_path.replace("{domain:persistent|non-persistent}", "{domain}")
+            scope = "topic" if topic_level else "namespace"
+            summary = f"{verbs[method]} the {scope} {spec.name} policy"
+            query = ((spec.topic_query, "integer"),) if topic_level and spec.topic_query else ()
+            if method == "GET":
+                out[method, path] = Doc(POLICIES_TAG, summary, response=spec.schema)
+            elif method == "DELETE":
+                out[method, path] = Doc(POLICIES_TAG, summary, ok=204)
+            else:
+                body = None if query else spec.schema
+                out[method, path] = Doc(POLICIES_TAG, summary, body=body, query=query, ok=204)
     return out
 
 
-OPERATIONS.update(_policy_operations())
+OPERATIONS.update(_policy_operations(POLICIES))
 
 # -- subscriptions and cursors (adapters/http/subscriptions.py) ---------------------------
 

@@ -34,7 +34,7 @@ from pulsar_gateway.core import (
     parse_topic_name,
 )
 
-__all__ = ["POLICIES", "PolicySpec", "add_routes"]
+__all__ = ["NAMESPACE_PATH", "POLICIES", "TOPIC_PATH", "PolicySpec", "add_routes"]
 
 
 def _bool(value: Any) -> bool:
@@ -67,14 +67,36 @@ class PolicySpec:
     """One policy: its stored name, its path segments and how to validate a value."""
 
     name: str
-    namespace_segment: str
-    topic_segment: str
+    #: the path segment at namespace and at topic level (None: no route at that level)
+    namespace_segment: str | None
+    topic_segment: str | None
     validate: Callable[[Any], Any]
     topic_query: str | None = None  # topic-level value taken from this query parameter
     namespace_default: Callable[[Services], Any] | None = None  # namespace GET when unset
     #: the JSON schema of a value, for the OpenAPI description
     #: (pulsar_gateway/adapters/http/openapi.py)
     schema: dict[str, Any] = field(default_factory=dict)
+    #: the methods that set the value (Pulsar uses PUT for some policies, and accepts
+    #: both for a few that changed method between releases)
+    set_methods: tuple[str, ...] = ("POST",)
+    #: whether DELETE removes the value (a few of Pulsar's policies have no DELETE)
+    removable: bool = True
+
+    def routes(self) -> list[tuple[str, str, bool]]:
+        """(method, path, topic level) of every route of this policy."""
+        out: list[tuple[str, str, bool]] = []
+        methods = ("GET", *self.set_methods, *(("DELETE",) if self.removable else ()))
+        for segment, prefix, topic_level in (
+            (self.namespace_segment, NAMESPACE_PATH, False),
+            (self.topic_segment, TOPIC_PATH, True),
+        ):
+            if segment is not None:
+                out.extend((method, f"{prefix}/{segment}", topic_level) for method in methods)
+        return out
+
+
+NAMESPACE_PATH = "/admin/v2/namespaces/{tenant}/{namespace}"
+TOPIC_PATH = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 
 
 _INT_SCHEMA = {"type": "integer", "minimum": 0}
@@ -210,7 +232,7 @@ def _handler(spec: PolicySpec, topic_level: bool) -> Any:
             if value is None and not topic_level and spec.namespace_default is not None:
                 value = spec.namespace_default(request.app[SERVICES])
             return web.json_response(value)
-        if request.method == "POST":
+        if request.method in spec.set_methods:
             await set_(scope, spec.name, await _read_value(request, spec, topic_level))
         else:
             await delete(scope, spec.name)
@@ -219,17 +241,8 @@ def _handler(spec: PolicySpec, topic_level: bool) -> Any:
     return handle
 
 
-def add_routes(app: web.Application) -> None:
+def add_routes(app: web.Application, specs: tuple[PolicySpec, ...] = POLICIES) -> None:
     """Register every policy's namespace- and topic-level routes."""
-    for spec in POLICIES:
-        ns_path = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{spec.namespace_segment}"
-        topic_path = (
-            "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/"
-            + spec.topic_segment
-        )
-        for path, handler in (
-            (ns_path, _handler(spec, topic_level=False)),
-            (topic_path, _handler(spec, topic_level=True)),
-        ):
-            for method in ("GET", "POST", "DELETE"):
-                app.router.add_route(method, path, handler)
+    for spec in specs:
+        for method, path, topic_level in spec.routes():
+            app.router.add_route(method, path, _handler(spec, topic_level))

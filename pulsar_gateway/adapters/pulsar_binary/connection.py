@@ -183,6 +183,8 @@ class ServerConnection:
                         command.auth_method_name, command.auth_data
                     )
                 except AuthenticationError as exc:
+                    # ServerCnx.authenticationFailed's words since Pulsar 3.0 (2.x's
+                    # handleConnect said "Unable to authenticate"); clients go by the code
                     self.send_error(NO_REQUEST, pb.AuthenticationError, "Failed to authenticate")
                     self._fail(f"authentication failed: {exc}")
                     return

@@ -767,6 +767,12 @@ class Session:
         consumer = self._consumer(cmd.consumer_id)
         if consumer is None:
             return
+        if not consumer.subscription_type.individual_ack_mode:
+            # Exclusive and Failover: the ids are ignored and every unacked message of the
+            # consumer comes again, in order (ServerCnx.handleRedeliverUnacknowledged
+            # honours them only when Subscription.isIndividualAckMode).
+            consumer.redeliver(None)
+            return
         ids = sorted({stream_id(*i) for i in cmd.message_ids if i[0] >= 0 and i[1] >= 0})
         consumer.redeliver(ids or None)
 
@@ -839,8 +845,8 @@ class Session:
         if cmd.message_id is not None:
             position = start_position(InitialPosition.LATEST, cmd.message_id)
         else:
-            # By publish time: the first entry stored at or after it (its broker timestamp,
-            # the Redis clock at append, which follows the producer's publish_time).
+            # By publish time: after the newest entry published at or before it
+            # (ServerCnx.handleSeek -> PersistentSubscription.resetCursor(timestamp)).
             position = time_position(cmd.publish_time or 0)
 
         async def run() -> None:

@@ -14,10 +14,12 @@ skip_all, expire by age, reset by time), and is refused where Pulsar refuses it 
 reset at a position, peek: HTTP 405).
 
 Positions: a stream id ``L-E`` is the Pulsar entry ``L:E`` (:mod:`..model.ledger`).
-Time-based operations (expire by age, reset by time) read an entry's broker timestamp, the
-Redis clock at append (Pulsar's broker entry timestamp, within milliseconds of the
-producer's publish_time), in the scripts: the same clock the binary protocol's SEEK by time
-and the message TTL use.
+Expire by age reads an entry's broker timestamp, the Redis clock at append (Pulsar's broker
+entry timestamp, within milliseconds of the producer's publish_time), in the scripts: the
+same clock the message TTL uses. Reset by time reads the entries' publish times (stored
+field ``p``, the producer's ``MessageMetadata.publish_time``), as the binary protocol's SEEK
+by time does and as Pulsar's ``PersistentMessageFinder`` does when the broker adds no entry
+metadata (lib.lua ``first_published_after``).
 """
 
 from __future__ import annotations
@@ -346,7 +348,7 @@ class SubscriptionAdmin:
         return done
 
     async def reset_by_time(self, topic: TopicName, subscription: str, timestamp: int) -> int:
-        """Reset the cursor to the first entry stored at or after ``timestamp`` (ms), on
+        """Reset the cursor to the first entry published after ``timestamp`` (ms), on
         every partition of a partitioned topic; every consumer of the subscription is
         disconnected (Pulsar resetCursor). Returns the consumers disconnected.
 
@@ -355,8 +357,9 @@ class SubscriptionAdmin:
         """
         if not topic.persistent:
             raise NotAllowed("Reset cursor on a non-persistent topic is not allowed")
-        # Delivery restarts at the first entry stored at or after the time (Pulsar
-        # PersistentMessageFinder: the newest entry published before it, then the next).
+        # Delivery restarts after the newest entry published at or before the time (Pulsar
+        # PersistentSubscription.resetCursor(timestamp) with PersistentMessageFinder): a
+        # message published in that very millisecond is skipped.
         start = time_position(timestamp)
         handles = await self.partitions(topic)
         results = await asyncio.gather(*(self._reset_to(h, subscription, start) for h in handles))

@@ -19,6 +19,12 @@ field      contents
            ``broker_timestamp``). Time-based operations (seek by time, TTL, retention)
            read it, since the stream id no longer says when an entry was stored. Entries
            written before ledgers existed have none: their id's first part is their time
+``p``      the publish time: the producer's ``MessageMetadata.publish_time`` (ms, the
+           producer's clock), which the adapter already read to append the entry. Seek and
+           reset by time compare it (Pulsar's ``PersistentMessageFinder``), so the scripts
+           find a position by publish time without parsing the blob. Absent when the
+           adapter gave none, and on entries stored before it was kept: the broker
+           timestamp stands in
 ``n``      messages in a client batch of more than one (``num_messages_in_batch``); absent
            when the entry is one message. Permits count messages, so dispatch needs it
 ``h``      the Key_Shared sticky-key hash, 0..65535 (:func:`.key_shared.sticky_key_hash`);
@@ -59,6 +65,7 @@ __all__ = [
     "FIELDS",
     "KEY_HASH",
     "NUM_MESSAGES",
+    "PUBLISH_TIME",
     "Delivery",
     "EntryFormatError",
     "StoredEntry",
@@ -72,6 +79,8 @@ __all__ = [
 BLOB: Final = b"m"
 #: Field of the broker timestamp (ms): when Redis stored the entry.
 BROKER_TIME: Final = b"t"
+#: Field of the producer's publish time (ms, ``MessageMetadata.publish_time``).
+PUBLISH_TIME: Final = b"p"
 #: Field of the number of messages of a client batch (absent when 1).
 NUM_MESSAGES: Final = b"n"
 #: Field of the Key_Shared sticky-key hash (absent for an entry without a key).
@@ -87,6 +96,7 @@ ACK_SET: Final = b"a"
 FIELDS: Final[Mapping[str, bytes]] = {
     "BLOB": BLOB,
     "BROKER_TIME": BROKER_TIME,
+    "PUBLISH_TIME": PUBLISH_TIME,
     "NUM_MESSAGES": NUM_MESSAGES,
     "KEY_HASH": KEY_HASH,
     "CHUNK": CHUNK,
@@ -138,6 +148,7 @@ class StoredEntry:
     deliver_at: int | None = None
     ack_set: bytes | None = None
     broker_time: int | None = None
+    publish_time: int | None = None
 
     @classmethod
     def parse(
@@ -150,7 +161,7 @@ class StoredEntry:
         """
         blob = b""
         count: bytes | None = None
-        key_hash = deliver_at = broker_time = None
+        key_hash = deliver_at = broker_time = publish_time = None
         chunk = ack_set = None
         try:
             for i in range(0, len(fields) - 1, 2):
@@ -169,6 +180,8 @@ class StoredEntry:
                     ack_set = value
                 elif name == BROKER_TIME:
                     broker_time = int(value)
+                elif name == PUBLISH_TIME:
+                    publish_time = int(value)
             num = int(count) if count is not None else 1
         except ValueError as exc:
             raise EntryFormatError(f"entry {stream_id!r}: {exc}") from None
@@ -182,6 +195,7 @@ class StoredEntry:
             deliver_at,
             ack_set,
             broker_time,
+            publish_time,
         )
 
 

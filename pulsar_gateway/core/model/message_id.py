@@ -5,7 +5,7 @@ Pulsar entry ``(ledgerId=L, entryId=E)``: entry ``E`` (0, 1, 2, ...) of ledger `
 (:mod:`.ledger`). A client batch is one entry, so the messages inside it are
 ``(L, E, partition, batch_index)``. Ordering of ids is the ordering of the stream, which is
 what Pulsar's ``(ledgerId, entryId, batchIndex)`` comparison expects. An id says nothing of
-time: positions by time are resolved in Redis from the entries' broker timestamps
+time: positions by time are resolved in Redis from the entries' stored publish times
 (:func:`time_position`).
 
 Pulsar sends ``-1`` in unsigned 64-bit fields as ``2**64 - 1`` (``MessageId.earliest`` is
@@ -107,7 +107,9 @@ def start_position(initial: InitialPosition, start: MessageId | None) -> bytes:
 
 
 def time_position(timestamp: int) -> bytes:
-    """The group position "just before the first entry stored at or after ``timestamp``"
-    (ms), which the seek and reset scripts resolve against the entries' broker timestamps
-    (Pulsar seeks by time to the first message published at or after it)."""
+    """The group position "after the newest entry published at or before ``timestamp``"
+    (ms), which the seek and reset scripts resolve against the entries' publish times
+    (lib.lua ``first_published_after``): Pulsar's ``PersistentMessageFinder`` finds that
+    entry and ``PersistentSubscription.resetCursor(timestamp)`` restarts at the next one,
+    so a message published at exactly ``timestamp`` is not delivered again."""
     return b"@%d" % max(timestamp, 0)

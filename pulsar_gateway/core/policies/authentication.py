@@ -35,6 +35,31 @@ certificate subject's common name (``AuthenticationProviderTls``). The binary cl
 ``auth_method_name = "tls"``; over HTTP a request without an ``Authorization`` header is
 authenticated by its connection's certificate. The adapters read the common name from the
 connection and hand it here: this module sees no sockets.
+
+Basic authentication, as ``AuthenticationProviderBasic``: users and password hashes from an
+htpasswd-style file (``basicAuthConf``, read at start: a path, ``file:``/``data:`` URL or the
+content in base64, as ``AuthenticationProviderBasic.readData``; the hashes in
+:mod:`.htpasswd`). The binary client says ``auth_method_name = "basic"`` with ``auth_data``
+``user:password``; over HTTP it sends ``Authorization: Basic base64(user:password)``. Either
+must split at ``:`` into exactly two fields (so a password holds no ``:``), as Pulsar's
+``AuthParams`` requires.
+
+Several providers at once, and the anonymous role, as Pulsar's ``AuthenticationService``:
+
+* binary protocol (``ServerCnx.handleConnect``): the CONNECT's ``auth_method_name`` picks
+  the provider, and that provider alone decides; a method with no provider (none given,
+  ``none``, an unknown name) gets ``anonymousUserRole`` when one is configured, else is
+  refused. Wrong credentials for a configured method are refused, never made anonymous.
+* HTTP (``AuthenticationService.authenticateHttpRequest``): a request naming its method
+  in ``X-Pulsar-Auth-Method-Name`` (as the Java client does) is decided by that provider
+  alone, and an unknown name is refused. A request naming none is tried against every
+  provider; the first that accepts it gives the role, and when none does the request gets
+  ``anonymousUserRole`` if configured, else 401. So there, as in Pulsar, credentials no
+  provider accepts count as none. Pulsar tries its providers in its ``HashMap``'s order
+  (TLS, basic, token); here the provider the ``Authorization`` header's scheme names goes
+  first (``Bearer``: token, ``Basic``: basic), then that order, so a request with a valid
+  token and a verified client certificate gets the token's role where Pulsar would give the
+  certificate's.
 """
 
 from __future__ import annotations
@@ -42,25 +67,32 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_der_public_key, load_pem_public_key
 
 from pulsar_gateway.core.errors import AuthenticationError
+from pulsar_gateway.core.policies.htpasswd import check_password, java_split, parse_htpasswd
 
 __all__ = [
     "AUTHENTICATION_PROVIDERS",
+    "AUTH_METHOD_BASIC",
     "AUTH_METHOD_TLS",
     "AUTH_METHOD_TOKEN",
     "AuthenticatedRole",
+    "AuthenticationProvider",
+    "AuthenticationProviderBasic",
     "AuthenticationProviderTls",
     "AuthenticationProviderToken",
     "AuthenticationService",
+    "basic_credentials",
     "bearer_token",
     "read_key",
 ]
@@ -69,18 +101,30 @@ __all__ = [
 AUTH_METHOD_TOKEN: Final = "token"
 #: ... and of TLS client-certificate authentication.
 AUTH_METHOD_TLS: Final = "tls"
+#: ... and of basic authentication (user and password).
+AUTH_METHOD_BASIC: Final = "basic"
 
 #: The providers the gateway has, by their short name and by Pulsar's class name (what
 #: ``authenticationProviders`` lists in broker.conf).
 AUTHENTICATION_PROVIDERS: Final = {
     AUTH_METHOD_TOKEN: AUTH_METHOD_TOKEN,
     AUTH_METHOD_TLS: AUTH_METHOD_TLS,
+    AUTH_METHOD_BASIC: AUTH_METHOD_BASIC,
     "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": AUTH_METHOD_TOKEN,
     "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": AUTH_METHOD_TLS,
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": AUTH_METHOD_BASIC,
 }
+
+#: The order Pulsar's ``AuthenticationService`` tries its providers in for an HTTP request
+#: that names no method: its ``HashMap``'s, by the methods' hash codes.
+_HTTP_ORDER: Final = (AUTH_METHOD_TLS, AUTH_METHOD_BASIC, AUTH_METHOD_TOKEN)
 
 #: The ``Authorization`` header prefix (``HTTP_HEADER_VALUE_PREFIX``).
 _BEARER: Final = "Bearer "
+#: ... of basic credentials, compared upper-cased (``AuthParams``).
+_BASIC: Final = "BASIC "
+#: Java's basic Base64 alphabet; the padding is optional (``Base64.getDecoder``).
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 #: HMAC algorithms and the shortest key jjwt accepts for each (the hash length, RFC 7518
 #: section 3.2).
@@ -180,6 +224,70 @@ def bearer_token(authorization: str | None) -> str:
     return authorization[len(_BEARER) :]
 
 
+def basic_credentials(authorization: str | None) -> tuple[str, str]:
+    """The user and password of an ``Authorization: Basic base64(user:password)`` header
+    value, parsed as ``AuthenticationProviderBasic.AuthParams`` parses it (scheme in any
+    case, one space, Base64 with or without padding).
+
+    Raises:
+        AuthenticationError: No header, another scheme, not ``Basic <base64>``, bad Base64,
+            or decoded text that is not ``user:password``.
+    """
+    if authorization is None or not authorization.strip():
+        raise AuthenticationError('Authentication token has to be started with "Basic "')
+    if not authorization.upper().startswith(_BASIC):
+        raise AuthenticationError('Authentication token has to be started with "Basic "')
+    fields = java_split(authorization, " ")
+    if len(fields) != 2:
+        raise AuthenticationError("Base64 encoded token is not found")
+    encoded = fields[1]
+    if not _BASE64.fullmatch(encoded) or len(encoded.rstrip("=")) % 4 == 1:
+        raise AuthenticationError("Base64 decoding is failure: not Base64")
+    data = base64.b64decode(encoded.rstrip("=") + "=" * (-len(encoded.rstrip("=")) % 4))
+    return _user_password(data)
+
+
+def _user_password(data: bytes) -> tuple[str, str]:
+    """``user:password`` (Pulsar reads the bytes as UTF-8, replacing what is not, and needs
+    exactly two fields from ``String.split(":")``)."""
+    fields = java_split(data.decode("utf-8", errors="replace"), ":")
+    if len(fields) != 2:
+        raise AuthenticationError("Base64 decoded params are invalid")
+    return fields[0], fields[1]
+
+
+class AuthenticationProvider(Protocol):
+    """One of Pulsar's ``AuthenticationProvider``: credentials of its method -> role."""
+
+    @property
+    def method(self) -> str:
+        """Its ``getAuthMethodName``: what CONNECT's ``auth_method_name`` and the
+        ``X-Pulsar-Auth-Method-Name`` header say to pick it."""
+        ...
+
+    def authenticate_command(
+        self, auth_data: bytes, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        """A binary CONNECT's (or AUTH_RESPONSE's) ``auth_data``; ``certificate_role``: the
+        connection's verified certificate's common name, None without one.
+
+        Raises:
+            AuthenticationError: The credentials are not valid.
+        """
+        ...
+
+    def authenticate_http(
+        self, authorization: str | None, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        """An HTTP request's ``Authorization`` header value (None without one), and its
+        connection's verified certificate's common name.
+
+        Raises:
+            AuthenticationError: The credentials are not valid.
+        """
+        ...
+
+
 class AuthenticationProviderToken:
     """Validates tokens with one key; the role comes from one claim."""
 
@@ -211,6 +319,10 @@ class AuthenticationProviderToken:
             self._key, self.algorithms = _load_public_key(public_key)
         else:
             raise ValueError("token authentication needs a secret key or a public key")
+
+    @property
+    def method(self) -> str:
+        return AUTH_METHOD_TOKEN
 
     @classmethod
     def from_settings(
@@ -256,6 +368,20 @@ class AuthenticationProviderToken:
         expires_at = float(exp) if isinstance(exp, int | float) else None
         return AuthenticatedRole(role, expires_at)
 
+    def authenticate_command(
+        self, auth_data: bytes, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        try:
+            token = auth_data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationError("The token is not UTF-8") from None
+        return self.authenticate(token)
+
+    def authenticate_http(
+        self, authorization: str | None, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        return self.authenticate(bearer_token(authorization))
+
 
 def _role(value: object) -> str | None:
     if isinstance(value, list) and value:
@@ -291,6 +417,10 @@ def _load_public_key(data: bytes) -> tuple[Any, list[str]]:
 class AuthenticationProviderTls:
     """The role is the common name of the client certificate the TLS handshake verified."""
 
+    @property
+    def method(self) -> str:
+        return AUTH_METHOD_TLS
+
     def authenticate(self, certificate_role: str | None) -> AuthenticatedRole:
         """``certificate_role``: the verified certificate's common name, None when the
         connection has no verified certificate (plain, or none presented).
@@ -303,20 +433,83 @@ class AuthenticationProviderTls:
             raise AuthenticationError("Client unable to authenticate with TLS certificate")
         return AuthenticatedRole(certificate_role, None)
 
+    def authenticate_command(
+        self, auth_data: bytes, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        return self.authenticate(certificate_role)
+
+    def authenticate_http(
+        self, authorization: str | None, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        return self.authenticate(certificate_role)
+
+
+class AuthenticationProviderBasic:
+    """Users and password hashes from an htpasswd-style file (:mod:`.htpasswd`)."""
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        """``users``: user -> stored hash."""
+        self.users = dict(users)
+
+    @classmethod
+    def from_settings(cls, conf: str | None) -> AuthenticationProviderBasic:
+        """The provider of Pulsar's ``basicAuthConf``: a path, a ``file:`` or ``data:``
+        URL, or the file's content in base64 (read as :func:`read_key` reads keys, which
+        is the order ``AuthenticationProviderBasic.readData`` tries).
+
+        Raises:
+            ValueError: No setting, it cannot be read, or the file is not ``user:hash``
+                lines.
+        """
+        if conf is None or not conf.strip():
+            raise ValueError(
+                "authentication_providers: basic needs basic_auth_conf (--basic-auth-conf): "
+                "No basic authentication config provided"
+            )
+        try:
+            return cls(parse_htpasswd(read_key(conf)))
+        except ValueError as exc:
+            raise ValueError(f"basic_auth_conf: {exc}") from None
+
+    @property
+    def method(self) -> str:
+        return AUTH_METHOD_BASIC
+
+    def authenticate(self, user: str, password: str) -> AuthenticatedRole:
+        """The role is the user's name.
+
+        Raises:
+            AuthenticationError: An unknown user, or a password its hash does not match
+                (one message for both, Pulsar's).
+        """
+        stored = self.users.get(user)
+        if stored is None or not check_password(stored, password):
+            raise AuthenticationError("Unknown user or invalid password")
+        return AuthenticatedRole(user, None)
+
+    def authenticate_command(
+        self, auth_data: bytes, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        return self.authenticate(*_user_password(auth_data))
+
+    def authenticate_http(
+        self, authorization: str | None, certificate_role: str | None
+    ) -> AuthenticatedRole:
+        return self.authenticate(*basic_credentials(authorization))
+
 
 class AuthenticationService:
-    """Pulsar's ``AuthenticationService`` with the providers the gateway has (token, TLS).
-
-    No provider means authentication is off: nothing is asked of clients.
-    """
+    """Pulsar's ``AuthenticationService``: the configured providers by method name, and
+    the anonymous role (module docstring). No provider means authentication is off:
+    nothing is asked of clients."""
 
     def __init__(
-        self,
-        provider: AuthenticationProviderToken | None = None,
-        tls: AuthenticationProviderTls | None = None,
+        self, *providers: AuthenticationProvider, anonymous_role: str | None = None
     ) -> None:
-        self.provider = provider
-        self.tls = tls
+        """``anonymous_role``: Pulsar's ``anonymousUserRole``, given to clients that
+        present no credentials a provider is configured for (None: they are refused)."""
+        self.providers: dict[str, AuthenticationProvider] = {p.method: p for p in providers}
+        self.anonymous_role = anonymous_role
 
     @classmethod
     def from_settings(
@@ -327,25 +520,33 @@ class AuthenticationService:
         public_key: str | None = None,
         role_claim: str = "sub",
         providers: tuple[str, ...] = (AUTH_METHOD_TOKEN,),
+        basic_auth_conf: str | None = None,
+        anonymous_role: str | None = None,
     ) -> AuthenticationService:
-        """``providers``: short names (``token``, ``tls``).
+        """``providers``: short names (``token``, ``tls``, ``basic``).
 
         Raises:
-            ValueError: authentication is enabled with the token provider and no usable key.
+            ValueError: authentication is enabled with the token provider and no usable
+                key, or with the basic provider and no usable password file.
         """
         if not enabled:
-            return cls(None)
-        token = None
+            return cls()
+        built: list[AuthenticationProvider] = []
         if AUTH_METHOD_TOKEN in providers:
-            token = AuthenticationProviderToken.from_settings(
-                secret_key=secret_key, public_key=public_key, role_claim=role_claim
+            built.append(
+                AuthenticationProviderToken.from_settings(
+                    secret_key=secret_key, public_key=public_key, role_claim=role_claim
+                )
             )
-        tls = AuthenticationProviderTls() if AUTH_METHOD_TLS in providers else None
-        return cls(token, tls)
+        if AUTH_METHOD_TLS in providers:
+            built.append(AuthenticationProviderTls())
+        if AUTH_METHOD_BASIC in providers:
+            built.append(AuthenticationProviderBasic.from_settings(basic_auth_conf))
+        return cls(*built, anonymous_role=anonymous_role)
 
     @property
     def enabled(self) -> bool:
-        return self.provider is not None or self.tls is not None
+        return bool(self.providers)
 
     def authenticate_command(
         self, auth_method_name: str, auth_data: bytes, certificate_role: str | None = None
@@ -356,37 +557,60 @@ class AuthenticationService:
 
         Raises:
             AuthenticationError: Authentication is on and the credentials are not valid for
-                their method's provider (a method without a provider counts as no
-                credentials: Pulsar, without an anonymous role, refuses).
+                their method's provider, or their method has no provider and there is no
+                anonymous role (``ServerCnx.handleConnect``).
         """
         if not self.enabled:
             raise AuthenticationError("authentication is not enabled")
-        if auth_method_name == AUTH_METHOD_TLS and self.tls is not None:
-            return self.tls.authenticate(certificate_role)
-        if auth_method_name != AUTH_METHOD_TOKEN or self.provider is None:
+        provider = self.providers.get(auth_method_name)
+        if provider is None:
+            if self.anonymous_role is not None:
+                return AuthenticatedRole(self.anonymous_role, None)
             raise AuthenticationError(
                 f"No anonymous role, and no authentication provider for {auth_method_name!r}"
             )
-        try:
-            token = auth_data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AuthenticationError("The token is not UTF-8") from None
-        return self.provider.authenticate(token)
+        return provider.authenticate_command(auth_data, certificate_role)
 
     def authenticate_http(
-        self, authorization: str | None, certificate_role: str | None = None
+        self,
+        authorization: str | None,
+        certificate_role: str | None = None,
+        method: str | None = None,
     ) -> AuthenticatedRole:
-        """Authenticate an HTTP request by its ``Authorization`` header value, or, without
-        one, by its connection's verified client certificate (``certificate_role``, its
-        common name) when the TLS provider is on.
+        """Authenticate an HTTP request (``authenticateHttpRequest``).
+
+        Args:
+            authorization: Its ``Authorization`` header value, None without one.
+            certificate_role: Its connection's verified client certificate's common name.
+            method: Its ``X-Pulsar-Auth-Method-Name`` header, None without one.
 
         Raises:
-            AuthenticationError: Missing or invalid credentials.
+            AuthenticationError: The named method has no provider or refuses the
+                credentials; or no method is named, no provider accepts the request, and
+                there is no anonymous role.
         """
         if not self.enabled:
             raise AuthenticationError("authentication is not enabled")
-        if authorization is None and self.tls is not None:
-            return self.tls.authenticate(certificate_role)
-        if self.provider is None:
-            raise AuthenticationError("Authentication required: no client certificate")
-        return self.provider.authenticate(bearer_token(authorization))
+        if method is not None:
+            provider = self.providers.get(method)
+            if provider is None:
+                raise AuthenticationError(f"Unsupported authentication method: [{method}].")
+            return provider.authenticate_http(authorization, certificate_role)
+        refusals: list[str] = []
+        for provider in self._http_order(authorization):
+            try:
+                return provider.authenticate_http(authorization, certificate_role)
+            except AuthenticationError as exc:
+                refusals.append(f"{provider.method}: {exc}")
+        if self.anonymous_role is not None:
+            return AuthenticatedRole(self.anonymous_role, None)
+        raise AuthenticationError("Authentication required (" + "; ".join(refusals) + ")")
+
+    def _http_order(self, authorization: str | None) -> list[AuthenticationProvider]:
+        first = None
+        if authorization is not None and authorization.startswith(_BEARER):
+            first = AUTH_METHOD_TOKEN
+        elif authorization is not None and authorization.upper().startswith(_BASIC):
+            first = AUTH_METHOD_BASIC
+        names = sorted(self.providers, key=lambda m: (m != first, _HTTP_ORDER.index(m)))
+        return [self.providers[name] for name in names]

@@ -215,19 +215,22 @@ class Producer:
         self.producer_id = 0
         self.client = ClientInfo()
         #: this tick's entries and their futures, sent together at the end of the tick
-        self._batch: list[tuple[bytes, str]] = []
+        self._batch: list[tuple[bytes, str, int]] = []
         self._waiting: list[asyncio.Future[bytes | int | None]] = []
         #: the gateway's publish buffer: entries count from their append until Redis answers
         self._buffer = publish_buffer or PublishBuffer(0)
 
-    def _append(self, blob: bytes, options: str) -> asyncio.Future[bytes | int | None]:
-        """Queue an entry (blob and :func:`entry_options`) for this tick's append call;
-        its future resolves with the entry's result (stream id, DUPLICATE or FENCED)."""
+    def _append(
+        self, blob: bytes, options: str, publish_time: int
+    ) -> asyncio.Future[bytes | int | None]:
+        """Queue an entry (blob, :func:`entry_options` and publish time) for this tick's
+        append call; its future resolves with the entry's result (stream id, DUPLICATE or
+        FENCED)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bytes | int | None] = loop.create_future()
         if not self._batch:
             loop.call_soon(self._send_batch)
-        self._batch.append((blob, options))
+        self._batch.append((blob, options, publish_time))
         self._waiting.append(fut)
         return fut
 
@@ -235,7 +238,7 @@ class Producer:
         entries, waiting = self._batch, self._waiting
         self._batch, self._waiting = [], []
         # the tick's entries count in the publish buffer until Redis answers their call
-        size = sum([len(blob) for blob, _ in entries])
+        size = sum([len(blob) for blob, _, _ in entries])
         self._buffer.acquire(size)
         reply = append_entries(self._lane, self._keys, rollover=self._rollover, entries=entries)
         # in the same pipeline, after the appends: every gateway's dispatchers wake
@@ -295,7 +298,8 @@ class Producer:
                 its first message's), for Key_Shared routing; None when it has none.
             chunk: ``"<chunk id>:<uuid>"`` for a chunk of a chunked message, so that a
                 redelivery naming its last chunk brings back every chunk (``redeliver.lua``).
-            publish_time: ``MessageMetadata.publish_time`` (ms).
+            publish_time: ``MessageMetadata.publish_time`` (ms), stored with the entry
+                for seek and reset by time (0: unknown, none stored).
             deliver_at: ``MessageMetadata.deliver_at_time``, None when not set.
 
         Raises:
@@ -303,7 +307,7 @@ class Producer:
         """
         at = self._deliver_at(publish_time, deliver_at)
         if num_messages == 1 and sticky_key is None and chunk is None and at is None:
-            fut = self._append(blob, "")  # the common case: no options to format
+            fut = self._append(blob, "", publish_time)  # the common case: no options
         else:
             options = entry_options(
                 num_messages=num_messages,
@@ -311,7 +315,7 @@ class Producer:
                 deliver_at=at,
                 chunk=chunk,
             )
-            fut = self._append(blob, options)
+            fut = self._append(blob, options, publish_time)
         self._appended(blob, num_messages)
         return fut  # type: ignore[return-value]  # no checks asked: always a stream id
 
@@ -361,7 +365,7 @@ class Producer:
             chunk=chunk,
             producer_name=self.name if dedup else None,
         )
-        fut = self._append(blob, options)
+        fut = self._append(blob, options, publish_time)
         self._appended(blob, num_messages)
         return fut
 

@@ -58,21 +58,24 @@ def append_entries(
     keys: TopicKeys,
     *,
     rollover: str,
-    entries: Sequence[tuple[bytes, str]],
+    entries: Sequence[tuple[bytes, str, int]],
 ) -> asyncio.Future[list[bytes | int | None]]:
-    """Append ``entries`` (blob and :func:`entry_options` each) in order, atomically.
+    """Append ``entries`` (blob, :func:`entry_options` and publish time each) in order,
+    atomically.
 
     Args:
         rollover: the ledger rollover limits
             (:attr:`pulsar_gateway.core.model.ledger.LedgerRollover.argument`).
+        entries: per entry its stored blob, its options and the producer's
+            ``MessageMetadata.publish_time`` (ms; 0 when unknown: none is stored).
 
     Returns:
         A future of one result per entry: its stream id, :data:`DUPLICATE` or
         :data:`FENCED`.
     """
     args: list[Any] = [rollover]
-    for blob, options in entries:
-        args += (blob, options)
+    for blob, options, publish_time in entries:
+        args += (blob, options, publish_time)
     return lane.eval(
         _SCRIPT,
         [keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch],

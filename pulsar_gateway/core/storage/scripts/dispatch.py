@@ -20,6 +20,7 @@ from pulsar_gateway.core.model.entry import (
     BROKER_TIME,
     DELIVER_AT,
     NUM_MESSAGES,
+    PUBLISH_TIME,
     Delivery,
     decode_ack_set,
 )
@@ -304,9 +305,14 @@ def dispatch_native(
                 continue
             room -= 1  # (below zero from the start: no limit, never reaches 0)
             size = len(fields)
-            if fields[0] == BLOB and ((size == 4 and fields[2] == BROKER_TIME) or size == 2):
-                # one message, no key, not delayed: the blob and the broker timestamp (the
-                # blob alone when stored before ledgers)
+            if fields[0] == BLOB and (
+                (size == 6 and fields[4] == PUBLISH_TIME)
+                or (size == 4 and fields[2] == BROKER_TIME)
+                or size == 2
+            ):
+                # one message, no key, not delayed: the blob, the broker timestamp and the
+                # publish time (no publish time when stored before it was kept, the blob
+                # alone when stored before ledgers)
                 deliveries.append(Delivery(stream_id, fields[1], 1, 0))
                 left -= 1
                 continue

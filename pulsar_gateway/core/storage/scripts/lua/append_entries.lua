@@ -13,7 +13,9 @@ ledger is opened once the current one is full, as currentLedgerIsFull decides: i
 max-entries entries or max-size bytes, or is older than the maximum rollover time, and in
 every case is older than the minimum rollover time. Every entry carries its broker
 timestamp (field F_BROKER_TIME: Redis's time, never before its ledger's id, never
-decreasing), which time-based operations read.
+decreasing), which time-based operations read, and the producer's publish time (field
+F_PUBLISH_TIME, stored as given), which seek and reset by time compare (lib.lua
+first_published_after).
 
 Checks (per entry, only when asked): deduplication (Pulsar MessageDeduplication
 .isDuplicate and recordMessagePersisted) and, for exclusive producers, that no other
@@ -23,9 +25,9 @@ KEYS[1] topic stream   KEYS[2] ledger hash (id, e entries, b bytes, t last broke
 KEYS[3] last sequence ids hash (producer name -> highest sequence id)
 KEYS[4] topic epoch string
 ARGV[1] ledger rollover: "<max entries> <max bytes> <min ms> <max ms>"
-then 2 values per entry (an argument costs Redis about 0.3 µs: plain entries carry one):
-  the stored blob, and its options: '' for an entry with none of them (a single message,
-  no key, not delayed, no checks), else
+then 3 values per entry (an argument costs Redis about 0.3 µs: plain entries carry two):
+  the stored blob; its options: '' for an entry with none of them (a single message, no
+  key, not delayed, no checks), else
   "<n>,<epoch>,<seq>,<record>,<h>,<d>,<chunk length>,<chunk><producer name>" where each
   number may be empty for "none":
     n       number of messages of a client batch of more than one (entry field n)
@@ -40,6 +42,8 @@ then 2 values per entry (an argument costs Redis about 0.3 µs: plain entries ca
     d       deliver-at ms of a delayed message (entry field d)
     chunk   "<chunk id>:<uuid>" of a chunk (entry field u)
     producer name, the rest: with deduplication
+  and its publish time (MessageMetadata.publish_time, ms, stored as field F_PUBLISH_TIME;
+  '0' when the adapter knows none: no field is stored)
 Returns one value per entry: its stream id; false for a duplicate (nothing stored); 0 when
 the producer was fenced (nothing stored).
 Sequence ids are compared as Lua numbers: exact below 2^53.
@@ -68,8 +72,8 @@ if id then
 end
 
 local out = {}
-for base = 2, #ARGV, 2 do
-  local blob, options = ARGV[base], ARGV[base + 1]
+for base = 2, #ARGV, 3 do
+  local blob, options, published = ARGV[base], ARGV[base + 1], ARGV[base + 2]
   local result, n, epoch_of, seq, record, h, d, chunk, name
   if options ~= '' then
     local clen, at
@@ -110,10 +114,15 @@ for base = 2, #ARGV, 2 do
       prefix, stamp = string.format('%d-', id), string.format('%d', time)
     end
     local sid = prefix .. entries
-    if options == '' then
-      result = redis.call('XADD', stream, sid, F_BLOB, blob, F_BROKER_TIME, stamp)
+    if options == '' and published ~= '0' then
+      result = redis.call(
+        'XADD', stream, sid, F_BLOB, blob, F_BROKER_TIME, stamp, F_PUBLISH_TIME, published)
     else
       local args = {'XADD', stream, sid, F_BLOB, blob, F_BROKER_TIME, stamp}
+      if published ~= '0' then
+        args[#args + 1] = F_PUBLISH_TIME
+        args[#args + 1] = published
+      end
       for _, field in ipairs({{F_NUM_MESSAGES, n}, {F_KEY_HASH, h}, {F_CHUNK, chunk},
                               {F_DELIVER_AT, d}}) do
         if field[2] ~= '' then

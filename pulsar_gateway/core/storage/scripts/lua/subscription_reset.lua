@@ -8,7 +8,8 @@ re-subscribes, as Pulsar disconnects the consumers before resetting).
 
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] 'group' or 'position'
-group:    ARGV[3] group id to deliver after (by time "@<ms>": lib.lua group_position)
+group:    ARGV[3] group id to deliver after (by publish time "@<ms>": lib.lua
+          group_position)
 position: ARGV[3] stream id   ARGV[4] '1' isExcluded   ARGV[5] batch index (-1 none)
           (lib.lua cursor_position; inside a batch, the batch's first indexes count as
           acknowledged and the entry is redelivered with its ack set)
