@@ -201,9 +201,7 @@ def _check_providers(value: object) -> tuple[str, ...]:
             continue
         short = AUTHENTICATION_PROVIDERS.get(name) if isinstance(name, str) else None
         if short is None:
-            raise ValueError(
-                f"unknown authentication provider {item!r} (token, tls or basic)"
-            )
+            raise ValueError(f"unknown authentication provider {item!r} (token, tls or basic)")
         if short not in providers:
             providers.append(short)
     if not providers:
