@@ -16,10 +16,11 @@ from typing import Any
 import pulsar
 import pytest
 
+from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin, admin_raw
-from tests.conftest import TIMEOUT, GatewayThread, broker_time, stream_key, wait_for
+from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
 
 RECEIVE_MS = int(TIMEOUT * 1000)
 #: How long "nothing arrives" is watched for.
@@ -100,6 +101,13 @@ def names(count: int, prefix: str = "m", start: int = 0) -> list[bytes]:
 
 def position(mid: Any, **extra: Any) -> dict[str, Any]:
     return {"ledgerId": mid.ledger_id(), "entryId": mid.entry_id(), **extra}
+
+
+def publish_time(redis: Any, topic: str, message_id: Any) -> int:
+    """The ``MessageMetadata.publish_time`` the producer stored with ``message_id``."""
+    sid = f"{message_id.ledger_id()}-{message_id.entry_id()}"
+    ((_, fields),) = redis.xrange(stream_key(topic), sid, sid)
+    return int(codec.parse_blob(fields[b"m"]).metadata.publish_time)
 
 
 def consumer_uids(redis: Any, topic: str, sub: str) -> set[bytes]:
@@ -370,9 +378,10 @@ def test_reset_cursor_by_time_redelivers(gateway_factory, client_factory, redis_
     wait_for(lambda: redis_clean.xpending(stream_key(topic), "s")["pending"] == 0)
     before = consumer_uids(redis_clean, topic, "s")
 
-    # By the time m-2 was stored (its broker timestamp); the consumer on the other gateway
-    # is disconnected, comes back and gets m-2 onwards again.
-    at = broker_time(redis_clean, topic, ids[2])
+    # By the time m-1 was published: Pulsar restarts after the newest entry published at or
+    # before it (PersistentMessageFinder). The consumer on the other gateway is
+    # disconnected, comes back and gets m-2 onwards again.
+    at = publish_time(redis_clean, topic, ids[1])
     url = f"{sub_url(gw_a, topic, 's')}/resetcursor/{at}"
     assert admin("POST", url) == (204, None)
     wait_for(lambda: (after := consumer_uids(redis_clean, topic, "s")) and not after & before)

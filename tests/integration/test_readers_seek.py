@@ -4,8 +4,8 @@ Readers are non-durable Exclusive subscriptions positioned by SUBSCRIBE.start_me
 ``has_message_available`` is answered from GET_LAST_MESSAGE_ID (last entry and the
 subscription's mark-delete position). SEEK repositions a subscription by message id
 (inclusive on the server; the client drops the id itself unless inclusive) or by publish
-time (first entry stored at or after it: stream ids are the Redis clock), then the gateway
-closes every consumer of the subscription and the clients re-subscribe.
+time (after the newest entry published at or before it, Pulsar's PersistentMessageFinder),
+then the gateway closes every consumer of the subscription and the clients re-subscribe.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 import pytest
 
+from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
-from tests.conftest import TIMEOUT, broker_time, stream_key, wait_for
+from tests.conftest import TIMEOUT, stream_key, wait_for
 from tests.frames import command
 from tests.rawclient import RawConnection
 
@@ -55,22 +56,30 @@ def produce(client: Any, topic: str, count: int, prefix: str = "m") -> list[Any]
     return ids
 
 
+def publish_time(redis: Any, topic: str, message_id: Any) -> int:
+    """The ``MessageMetadata.publish_time`` the producer stored with ``message_id``."""
+    sid = f"{message_id.ledger_id()}-{message_id.entry_id()}"
+    ((_, fields),) = redis.xrange(stream_key(topic), sid, sid)
+    return int(codec.parse_blob(fields[b"m"]).metadata.publish_time)
+
+
 def produce_across_a_millisecond(client: Any, redis: Any, topic: str) -> tuple[list[Any], int, int]:
-    """Send ``m-0``, ``m-1``, ... until an entry is stored in a later millisecond than the
-    one before it, then two more. Returns the ids, the index ``k`` of that first entry of a
-    new millisecond and its broker timestamp: seeking to that time must restart exactly at
-    ``m-k`` (entry ids say nothing of time; the broker timestamp does)."""
+    """Send ``m-0``, ``m-1``, ... until an entry is published in a later millisecond than
+    the one before it, then two more. Returns the ids, the index ``k`` of that first entry
+    of a new millisecond and the publish time of the entry before it: seeking to that time
+    must restart exactly at ``m-k`` (Pulsar restarts after the newest entry published at or
+    before the time, PersistentMessageFinder)."""
     producer = client.create_producer(topic, batching_enabled=False)
     ids = [producer.send(b"m-0"), producer.send(b"m-1")]
-    times = [broker_time(redis, topic, i) for i in ids]
+    times = [publish_time(redis, topic, i) for i in ids]
     while times[-1] == times[-2] or len(ids) < 4:
         ids.append(producer.send(f"m-{len(ids)}".encode()))
-        times.append(broker_time(redis, topic, ids[-1]))
+        times.append(publish_time(redis, topic, ids[-1]))
     k = len(ids) - 1
     for _ in range(2):
         ids.append(producer.send(f"m-{len(ids)}".encode()))
     producer.close()
-    return ids, k, times[k]
+    return ids, k, times[k - 1]
 
 
 def produce_batched(client: Any, topic: str, count: int, per_batch: int) -> list[Any]:
@@ -388,10 +397,10 @@ async def test_async_reader_and_seek(gateway: Any, redis_clean: Any, topic: str)
         producer = await client.create_producer(topic, batching_enabled=False)
         # As produce_across_a_millisecond: ids[k] is the first entry of a new millisecond.
         ids = [await producer.send(b"m-0"), await producer.send(b"m-1")]
-        times = [broker_time(redis_clean, topic, i) for i in ids]
+        times = [publish_time(redis_clean, topic, i) for i in ids]
         while times[-1] == times[-2] or len(ids) < 4:
             ids.append(await producer.send(f"m-{len(ids)}".encode()))
-            times.append(broker_time(redis_clean, topic, ids[-1]))
+            times.append(publish_time(redis_clean, topic, ids[-1]))
         k, total = len(ids) - 1, len(ids)
 
         reader = await client.create_reader(topic, EARLIEST)
@@ -401,7 +410,7 @@ async def test_async_reader_and_seek(gateway: Any, redis_clean: Any, topic: str)
 
         await reader.seek(ids[1])  # exclusive: continues after m-1
         assert [await _read(reader) for _ in range(total - 2)] == names(total, 2)
-        await reader.seek(times[k])  # by time
+        await reader.seek(times[k - 1])  # by time: after the entries published then
         assert await reader.has_message_available()
         assert [await _read(reader) for _ in range(total - k)] == names(total, k)
         assert not await reader.has_message_available()
@@ -466,7 +475,7 @@ def test_raw_seek_sequence_and_exact_position(
 ) -> None:
     """SEEK: CLOSE_CONSUMER to the consumer, then SUCCESS (Java's order, brief 3.3); after
     re-subscribing, the first MESSAGE is exactly the seek position (by id: that entry,
-    inclusive; by time: the first entry of that millisecond), with nothing before it."""
+    inclusive; by time: the first entry published after it), with nothing before it."""
     ids, k, at = produce_across_a_millisecond(client, redis_clean, topic)
     with RawConnection(gateway) as conn:
         conn.handshake()

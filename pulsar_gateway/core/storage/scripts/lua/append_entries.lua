@@ -114,9 +114,13 @@ for base = 2, #ARGV, 3 do
       prefix, stamp = string.format('%d-', id), string.format('%d', time)
     end
     local sid = prefix .. entries
-    if options == '' and published ~= '0' then
-      result = redis.call(
-        'XADD', stream, sid, F_BLOB, blob, F_BROKER_TIME, stamp, F_PUBLISH_TIME, published)
+    if options == '' then
+      if published ~= '0' then
+        result = redis.call(
+          'XADD', stream, sid, F_BLOB, blob, F_BROKER_TIME, stamp, F_PUBLISH_TIME, published)
+      else
+        result = redis.call('XADD', stream, sid, F_BLOB, blob, F_BROKER_TIME, stamp)
+      end
     else
       local args = {'XADD', stream, sid, F_BLOB, blob, F_BROKER_TIME, stamp}
       if published ~= '0' then
