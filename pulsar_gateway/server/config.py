@@ -428,8 +428,9 @@ class GatewayConfig:
             policy (``maxUnackedMessagesPerConsumer``, ``...PerSubscription``); 0 = none.
         http_max_request_size: Largest HTTP request body accepted (413 beyond it):
             Pulsar's ``httpMaxRequestSize``, which has no limit by default there.
-        authentication_enabled: Require a token (JWT) on binary connections and HTTP
-            requests (Pulsar ``authenticationEnabled`` with ``AuthenticationProviderToken``).
+        authentication_enabled: Require credentials on binary connections and HTTP
+            requests, of the ``authentication_providers`` (Pulsar
+            ``authenticationEnabled``); see ``anonymous_user_role`` for clients without.
         authorization_enabled: Check the authenticated role's permissions (Pulsar
             ``authorizationEnabled``); only meaningful with authentication.
         superuser_roles: Roles allowed everything (``superUserRoles``).
@@ -921,7 +922,7 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         "authentication_enabled",
         _parse_bool,
         "BOOL",
-        "require a token (JWT) on binary connections and HTTP requests",
+        "require credentials (--authentication-providers) on binary connections and HTTP requests",
     ),
     _Option(
         "authorization_enabled",
