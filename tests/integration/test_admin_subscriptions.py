@@ -378,10 +378,10 @@ def test_reset_cursor_by_time_redelivers(gateway_factory, client_factory, redis_
     wait_for(lambda: redis_clean.xpending(stream_key(topic), "s")["pending"] == 0)
     before = consumer_uids(redis_clean, topic, "s")
 
-    # By the time m-1 was published: Pulsar restarts after the newest entry published at or
-    # before it (PersistentMessageFinder). The consumer on the other gateway is
-    # disconnected, comes back and gets m-2 onwards again.
-    at = publish_time(redis_clean, topic, ids[1])
+    # By the time m-2 was published: Pulsar restarts after the newest entry published before
+    # it (PersistentMessageFinder). The consumer on the other gateway is disconnected, comes
+    # back and gets m-2 onwards again.
+    at = publish_time(redis_clean, topic, ids[2])
     url = f"{sub_url(gw_a, topic, 's')}/resetcursor/{at}"
     assert admin("POST", url) == (204, None)
     wait_for(lambda: (after := consumer_uids(redis_clean, topic, "s")) and not after & before)

@@ -227,13 +227,13 @@ async def test_positions_by_time_across_ledgers_gaps_and_old_entries(
     times = [int(f.get(BROKER_TIME) or sid.split(b"-")[0]) for sid, f in entries]
     assert times == sorted(times)
     # These entries have no publish time: their broker timestamp (the old ones' id time)
-    # stands in for it, and a seek restarts after the newest entry published at or before
-    # the time (PersistentMessageFinder), whichever ledger it is in.
+    # stands in for it, and a seek restarts after the newest entry published before the
+    # time (PersistentMessageFinder), whichever ledger it is in.
     for at in sorted({*times, times[0] - 1, times[-1] + 1, *(t + 1 for t in times)}):
-        first = next((i for i, t in enumerate(times) if t > at), None)
+        first = next((i for i, t in enumerate(times) if t >= at), None)
         group = await _group_id_after_seek(storage, redis_clean, at)
-        if first is None:  # everything is published at or before: after the last entry
+        if first is None:  # everything is published before: after the last entry
             assert group == entries[-1][0], at
-        else:  # just before the first entry published after `at`
+        else:  # just before the first entry published at or after `at`
             later = redis_clean.xrange(KEYS.stream, b"(" + group, "+", count=1)
             assert later[0][0] == entries[first][0], (at, group)

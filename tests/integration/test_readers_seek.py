@@ -4,7 +4,7 @@ Readers are non-durable Exclusive subscriptions positioned by SUBSCRIBE.start_me
 ``has_message_available`` is answered from GET_LAST_MESSAGE_ID (last entry and the
 subscription's mark-delete position). SEEK repositions a subscription by message id
 (inclusive on the server; the client drops the id itself unless inclusive) or by publish
-time (after the newest entry published at or before it, Pulsar's PersistentMessageFinder),
+time (from the first entry published at or after it, Pulsar's PersistentMessageFinder),
 then the gateway closes every consumer of the subscription and the clients re-subscribe.
 """
 
@@ -66,9 +66,9 @@ def publish_time(redis: Any, topic: str, message_id: Any) -> int:
 def produce_across_a_millisecond(client: Any, redis: Any, topic: str) -> tuple[list[Any], int, int]:
     """Send ``m-0``, ``m-1``, ... until an entry is published in a later millisecond than
     the one before it, then two more. Returns the ids, the index ``k`` of that first entry
-    of a new millisecond and the publish time of the entry before it: seeking to that time
-    must restart exactly at ``m-k`` (Pulsar restarts after the newest entry published at or
-    before the time, PersistentMessageFinder)."""
+    of a new millisecond and its publish time: seeking to that time must restart exactly at
+    ``m-k`` (Pulsar restarts after the newest entry published before the time,
+    PersistentMessageFinder)."""
     producer = client.create_producer(topic, batching_enabled=False)
     ids = [producer.send(b"m-0"), producer.send(b"m-1")]
     times = [publish_time(redis, topic, i) for i in ids]
@@ -79,7 +79,7 @@ def produce_across_a_millisecond(client: Any, redis: Any, topic: str) -> tuple[l
     for _ in range(2):
         ids.append(producer.send(f"m-{len(ids)}".encode()))
     producer.close()
-    return ids, k, times[k - 1]
+    return ids, k, times[k]
 
 
 def produce_batched(client: Any, topic: str, count: int, per_batch: int) -> list[Any]:
@@ -410,7 +410,7 @@ async def test_async_reader_and_seek(gateway: Any, redis_clean: Any, topic: str)
 
         await reader.seek(ids[1])  # exclusive: continues after m-1
         assert [await _read(reader) for _ in range(total - 2)] == names(total, 2)
-        await reader.seek(times[k - 1])  # by time: after the entries published then
+        await reader.seek(times[k])  # by time: from the first entry published then
         assert await reader.has_message_available()
         assert [await _read(reader) for _ in range(total - k)] == names(total, k)
         assert not await reader.has_message_available()
@@ -475,7 +475,7 @@ def test_raw_seek_sequence_and_exact_position(
 ) -> None:
     """SEEK: CLOSE_CONSUMER to the consumer, then SUCCESS (Java's order, brief 3.3); after
     re-subscribing, the first MESSAGE is exactly the seek position (by id: that entry,
-    inclusive; by time: the first entry published after it), with nothing before it."""
+    inclusive; by time: the first entry published at or after it), with nothing before it."""
     ids, k, at = produce_across_a_millisecond(client, redis_clean, topic)
     with RawConnection(gateway) as conn:
         conn.handshake()

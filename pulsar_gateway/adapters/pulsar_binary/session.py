@@ -845,7 +845,7 @@ class Session:
         if cmd.message_id is not None:
             position = start_position(InitialPosition.LATEST, cmd.message_id)
         else:
-            # By publish time: after the newest entry published at or before it
+            # By publish time: from the first entry published at or after it
             # (ServerCnx.handleSeek -> PersistentSubscription.resetCursor(timestamp)).
             position = time_position(cmd.publish_time or 0)
 

@@ -19,7 +19,7 @@ entry timestamp, within milliseconds of the producer's publish_time), in the scr
 same clock the message TTL uses. Reset by time reads the entries' publish times (stored
 field ``p``, the producer's ``MessageMetadata.publish_time``), as the binary protocol's SEEK
 by time does and as Pulsar's ``PersistentMessageFinder`` does when the broker adds no entry
-metadata (lib.lua ``first_published_after``).
+metadata (lib.lua ``first_published_at``).
 """
 
 from __future__ import annotations
@@ -348,7 +348,7 @@ class SubscriptionAdmin:
         return done
 
     async def reset_by_time(self, topic: TopicName, subscription: str, timestamp: int) -> int:
-        """Reset the cursor to the first entry published after ``timestamp`` (ms), on
+        """Reset the cursor to the first entry published at or after ``timestamp`` (ms), on
         every partition of a partitioned topic; every consumer of the subscription is
         disconnected (Pulsar resetCursor). Returns the consumers disconnected.
 
@@ -357,9 +357,10 @@ class SubscriptionAdmin:
         """
         if not topic.persistent:
             raise NotAllowed("Reset cursor on a non-persistent topic is not allowed")
-        # Delivery restarts after the newest entry published at or before the time (Pulsar
-        # PersistentSubscription.resetCursor(timestamp) with PersistentMessageFinder): a
-        # message published in that very millisecond is skipped.
+        # Delivery restarts after the newest entry published before the time (Pulsar
+        # PersistentSubscription.resetCursor(timestamp) with PersistentMessageFinder and
+        # MessageImpl.isEntryPublishedEarlierThan): a message published in that very
+        # millisecond is delivered again.
         start = time_position(timestamp)
         handles = await self.partitions(topic)
         results = await asyncio.gather(*(self._reset_to(h, subscription, start) for h in handles))

@@ -107,9 +107,10 @@ def start_position(initial: InitialPosition, start: MessageId | None) -> bytes:
 
 
 def time_position(timestamp: int) -> bytes:
-    """The group position "after the newest entry published at or before ``timestamp``"
-    (ms), which the seek and reset scripts resolve against the entries' publish times
-    (lib.lua ``first_published_after``): Pulsar's ``PersistentMessageFinder`` finds that
-    entry and ``PersistentSubscription.resetCursor(timestamp)`` restarts at the next one,
-    so a message published at exactly ``timestamp`` is not delivered again."""
+    """The group position "after the newest entry published before ``timestamp``" (ms),
+    which the seek and reset scripts resolve against the entries' publish times (lib.lua
+    ``first_published_at``): Pulsar's ``PersistentMessageFinder`` finds that entry
+    (``MessageImpl.isEntryPublishedEarlierThan``, publish time < timestamp) and
+    ``PersistentSubscription.resetCursor(timestamp)`` restarts at the next one, so delivery
+    starts at the first message published at or after ``timestamp``."""
     return b"@%d" % max(timestamp, 0)

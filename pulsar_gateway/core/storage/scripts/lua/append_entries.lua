@@ -15,7 +15,7 @@ every case is older than the minimum rollover time. Every entry carries its brok
 timestamp (field F_BROKER_TIME: Redis's time, never before its ledger's id, never
 decreasing), which time-based operations read, and the producer's publish time (field
 F_PUBLISH_TIME, stored as given), which seek and reset by time compare (lib.lua
-first_published_after).
+first_published_at).
 
 Checks (per entry, only when asked): deduplication (Pulsar MessageDeduplication
 .isDuplicate and recordMessagePersisted) and, for exclusive producers, that no other

@@ -145,32 +145,34 @@ local function entry_publish_time(entry)
   return entry_time(entry)
 end
 
--- The id of the first entry published after `ts` (ms), nil when none is: where a seek or
--- reset by time restarts. Pulsar (PersistentMessageFinder, PersistentSubscription
--- .resetCursor(timestamp)) finds the newest entry whose publish time is <= the timestamp
--- with a binary search over the entries, taking publish times to rise along the ledger,
--- and restarts at the entry after it (at the first entry when none qualifies). Publish
--- times come from the producers' clocks, so they are not the broker timestamps, nor
--- ordered by them: the search is by publish time, with the same assumption and the same
--- binary search, over the stream ids. "The first entry at or after id x is published
--- after ts" only turns from false to true as x grows, so it is bisected first over the
--- ids' ledger part (at most 41 steps for ms times), then over the entry numbers of the one
--- ledger where it turns (at most 16 for a 50,000-entry ledger): an XRANGE of one entry a
--- step, whatever the clocks, and no broker-time margin to guess.
-local function first_published_after(stream, ts)
+-- The id of the first entry published at or after `ts` (ms), nil when none is: where a seek
+-- or reset by time restarts. Pulsar (PersistentSubscription.resetCursor(timestamp) with
+-- PersistentMessageFinder) finds the newest entry published before the timestamp
+-- (MessageImpl.isEntryPublishedEarlierThan: publish time < timestamp) with a binary search
+-- over the entries, taking publish times to rise along the ledger, and restarts at the entry
+-- after it (at the first entry when none qualifies): a message published in the very
+-- millisecond of the timestamp is delivered again. Publish times come from the producers'
+-- clocks, so they are not the broker timestamps, nor ordered by them: the search is by
+-- publish time, with the same assumption and the same binary search, over the stream ids.
+-- "The first entry at or after id x is published at or after ts" only turns from false to
+-- true as x grows, so it is bisected first over the ids' ledger part (at most 41 steps for
+-- ms times), then over the entry numbers of the one ledger where it turns (at most 16 for a
+-- 50,000-entry ledger): an XRANGE of one entry a step, whatever the clocks, and no
+-- broker-time margin to guess.
+local function first_published_at(stream, ts)
   local function first_from(start)
     return redis.call('XRANGE', stream, start, '+', 'COUNT', 1)[1]
   end
-  -- past the boundary: published after ts, or no entry at all (past the last one)
+  -- past the boundary: published at or after ts, or no entry at all (past the last one)
   local function past(start)
     local entry = first_from(start)
-    return entry == nil or entry_publish_time(entry) > ts, entry
+    return entry == nil or entry_publish_time(entry) >= ts, entry
   end
   local first = first_from('-')
   if not first then return nil end
-  if entry_publish_time(first) > ts then return first[1] end
+  if entry_publish_time(first) >= ts then return first[1] end
   local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
-  if entry_publish_time(last) <= ts then return nil end
+  if entry_publish_time(last) < ts then return nil end
   -- past(lo-0) is false and past(hi-0) true: the ledger where it turns
   local lo, hi = split_id(first[1]), split_id(last[1]) + 1
   while hi - lo > 1 do
@@ -888,12 +890,12 @@ local function id_before(id)
 end
 
 -- A group id as the seek and reset scripts take it: a stream id, '0', or "@<ms>" for
--- "by publish time": just before the first entry published after that time (after the
--- last entry when none is; first_published_after), found here so no append slips between
+-- "by publish time": just before the first entry published at or after that time (after
+-- the last entry when none is; first_published_at), found here so no append slips between
 -- lookup and reset.
 local function group_position(stream, position)
   if string.sub(position, 1, 1) ~= '@' then return position end
-  local first = first_published_after(stream, tonumber(string.sub(position, 2)))
+  local first = first_published_at(stream, tonumber(string.sub(position, 2)))
   if first then return id_before(first) end
   local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
   return last and last[1] or '0'

@@ -9,7 +9,8 @@ closes consumers after a seek).
 
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] group id to restart after ('0' = from the start;
-        "@<ms>" = by publish time: before the first entry published after that time,
+        "@<ms>" = by publish time: before the first entry published at or after that
+        time,
         lib.lua group_position)
 Returns the number of consumers detached, or -1 when the subscription does not exist.
 ]]
