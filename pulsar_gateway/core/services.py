@@ -15,6 +15,7 @@ from pulsar_gateway.core.admin.internal_stats import InternalStats
 from pulsar_gateway.core.admin.namespace_admin import NamespaceAdmin
 from pulsar_gateway.core.admin.scheduled_messages import ScheduledMessages
 from pulsar_gateway.core.admin.subscription_admin import SubscriptionAdmin
+from pulsar_gateway.core.admin.unload import UnloadService
 from pulsar_gateway.core.consuming.subscription_service import SubscriptionService
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.topic_metrics import TopicMetrics
@@ -71,7 +72,7 @@ class Services:
         tenants, namespaces: the tenant and namespace registry; deletions with contents.
         cluster: the cluster's name and this gateway's advertised URLs.
         schemas, policies, backlog_quotas: per-topic schemas; namespace and topic policies.
-        subscription_admin, scheduled, compaction: admin operations.
+        subscription_admin, scheduled, compaction, unloads: admin operations.
         stats, internal_stats, topic_metrics, metrics: stats and Prometheus metrics.
         authentication, authorization: who a client is, and what it may do.
         health: raises when Redis does not answer (the health check).
@@ -94,6 +95,7 @@ class Services:
     subscription_admin: SubscriptionAdmin
     scheduled: ScheduledMessages
     compaction: CompactionService
+    unloads: UnloadService
     stats: TopicStats
     internal_stats: InternalStats
     topic_metrics: TopicMetrics

@@ -60,6 +60,7 @@ class Core:
         s.policies.start()
         s.producers.start()
         s.subscriptions.start()
+        await s.unloads.start()
         self.membership.start()
         self.maintenance.start()
         self.backlog_quota_monitor.start()
@@ -71,6 +72,7 @@ class Core:
         s = self.services
         await s.producers.close_all()
         await s.subscriptions.close()
+        await s.unloads.stop()
         await self.maintenance.stop()
         await self.backlog_quota_monitor.stop()
         await self.rates.stop()
@@ -156,7 +158,7 @@ def build(
         lane, keys, tenants.require_topic_namespace, config.ledger_rollover
     )
     partitioned = topics.PartitionedTopics(lane, keys, tenants.require_topic_namespace)
-    schemas = topics.SchemaRegistry(lane, keys)
+    schemas = topics.SchemaRegistry(lane, keys, policy_store)
     cluster = topics.Cluster(
         config.cluster_name,
         config.advertised_host,
@@ -270,6 +272,7 @@ def build(
         compaction=admin.CompactionService(
             lane, keys, gateway_id=gateway_id, inspector=inspector, registry=metrics.registry
         ),
+        unloads=admin.UnloadService(lane, notifier, keys, producer_service, subscription_service),
         stats=topic_stats,
         internal_stats=admin.InternalStats(lane, topic_handles, partitioned),
         topic_metrics=topic_metrics,

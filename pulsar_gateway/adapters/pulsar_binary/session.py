@@ -169,7 +169,9 @@ class Session:
         return bool(self._tasks)
 
     def _client_info(self) -> ClientInfo:
-        return ClientInfo(address=self.client_address, version=self.conn.client_version)
+        return ClientInfo(
+            address=self.client_address, version=self.conn.client_version, reconnects=True
+        )
 
     # -- plumbing ------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Admin operations on topics and subscriptions: cursors, scheduled messages, compaction,
-retention and TTL rounds, internal stats, tenant and namespace deletion."""
+retention and TTL rounds, internal stats, tenant and namespace deletion, unloads."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pulsar_gateway.core.admin.namespace_admin import NamespaceAdmin
 from pulsar_gateway.core.admin.scheduled_messages import ScheduledMessages
 from pulsar_gateway.core.admin.subscription_admin import SubscriptionAdmin
 from pulsar_gateway.core.admin.topic_maintenance import TopicMaintenance
+from pulsar_gateway.core.admin.unload import UnloadService
 
 __all__ = [
     "CompactionService",
@@ -17,4 +18,5 @@ __all__ = [
     "ScheduledMessages",
     "SubscriptionAdmin",
     "TopicMaintenance",
+    "UnloadService",
 ]

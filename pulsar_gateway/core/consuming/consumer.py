@@ -353,6 +353,14 @@ class Consumer:
         """Delete the subscription (refused with ConsumerBusy while others are attached)."""
         await self.subscription.unsubscribe(self)
 
+    async def unload(self) -> None:
+        """Close from the gateway's side (an admin unload, Pulsar's ``Consumer.disconnect``):
+        unacked entries go back to the subscription as on a close, and the client is told
+        (CLOSE_CONSUMER) so it subscribes again and carries on."""
+        if not self.closed:
+            await self.subscription.remove(self)
+            self.sink.closed_by_gateway(self)
+
     def lost(self) -> None:
         """The lease was lost (reaped by another gateway): close locally, tell the client."""
         if not self.closed:

@@ -162,6 +162,12 @@ class NonPersistentConsumer:
         )
         self.sink.deliver(self, [delivery])
 
+    async def unload(self) -> None:
+        """Close from the gateway's side (admin unload) and tell the client."""
+        if not self.closed:
+            await self.close()
+            self.sink.closed_by_gateway(self)
+
     def lost(self) -> None:
         if not self.closed:
             self.closed = True

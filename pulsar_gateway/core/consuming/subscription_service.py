@@ -14,9 +14,12 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator
 
-from pulsar_gateway.core.consuming.consumer import ConsumerHandle, ConsumerSink
+from pulsar_gateway.core.consuming.consumer import Consumer, ConsumerHandle, ConsumerSink
 from pulsar_gateway.core.consuming.dispatcher import POLL_INTERVAL
-from pulsar_gateway.core.consuming.non_persistent import NonPersistentSubscriptions
+from pulsar_gateway.core.consuming.non_persistent import (
+    NonPersistentConsumer,
+    NonPersistentSubscriptions,
+)
 from pulsar_gateway.core.consuming.subscription import Subscription
 from pulsar_gateway.core.errors import GatewayError, NotAllowed
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
@@ -251,6 +254,21 @@ class SubscriptionService:
                         consumer.lost()
         # a missed policy notification is made up here (policy reads are cached)
         await self.refresh_limits()
+
+    async def unload(self, matches: Callable[[str], bool]) -> int:
+        """Close this gateway's consumers on the topics ``matches`` accepts whose clients
+        reconnect by themselves (an admin unload); returns how many were closed."""
+        local: list[Consumer | NonPersistentConsumer] = [
+            c for sub in self._subscriptions.values() for c in sub.consumers
+        ]
+        local.extend(self._non_persistent.consumers())
+        chosen = [
+            c for c in local if c.client.reconnects and not c.closed and matches(c.topic_name)
+        ]
+        for consumer in chosen:
+            log.info("Consumer [%s] on [%s]: unloading it", consumer.name, consumer.topic_name)
+            await consumer.unload()
+        return len(chosen)
 
     async def detach_lost(self) -> None:
         """Close the local consumers an admin operation just detached in Redis (persistent

@@ -69,6 +69,10 @@ class ClientInfo:
     address: str = ""
     version: str = ""
     connected_since: str = field(default_factory=date_formatter.now)
+    #: whether the client reconnects by itself when the gateway closes its producer or
+    #: consumer (a binary-protocol client does; a WebSocket session does not, and in Pulsar
+    #: it is the proxy's own client that reconnects, unseen), which an unload relies on
+    reconnects: bool = False
 
 
 @dataclass(slots=True)

@@ -131,7 +131,7 @@ class ProducerService:
         if topic.name.persistent:
             # before the schema, as ServerCnx.handleProducer checks the quotas first
             await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
-        version = await self._schemas.register(topic.name, schema) if schema else None
+        version = await self._schemas.register_producer(topic.name, schema)
         if not producer_name:
             producer_name = generate_producer_name(self._cluster_name, self._gateway_id)
             user_provided_name = False
@@ -215,11 +215,21 @@ class ProducerService:
         told (``on_lost``: CLOSE_PRODUCER on the binary protocol) and its registration
         released, so the client reconnects and its new PRODUCER meets the topic's rules.
         Returns how many were closed."""
+        return await self._disconnect(lambda producer: producer.topic_name == topic)
+
+    async def unload(self, matches: Callable[[str], bool]) -> int:
+        """As :meth:`disconnect`, for the producers on the topics ``matches`` accepts whose
+        clients reconnect by themselves (an admin unload)."""
+        return await self._disconnect(
+            lambda producer: producer.client.reconnects and matches(producer.topic_name)
+        )
+
+    async def _disconnect(self, chosen: Callable[[Producer], bool]) -> int:
         closed = 0
         for producer in self._registry.producers():
-            if producer.topic_name != topic or producer.closed:
+            if producer.closed or not chosen(producer):
                 continue
-            log.info("Producer [%s] on [%s]: disconnecting it", producer.name, topic)
+            log.info("Producer [%s] on [%s]: disconnecting it", producer.name, producer.topic_name)
             producer.lost()
             await self._registry.remove(producer)
             closed += 1

@@ -329,6 +329,22 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "KeySchema.policies_channel",
     ),
     KeySpec(
+        "P:unloads",
+        "stream",
+        "one entry per unload (field ``scope``: a topic, partitioned topic or "
+        '"tenant/namespace"), capped near 1000 entries',
+        "``admin/unload.py`` (admin unload of a topic, namespace or bundle); every gateway "
+        "reads the entries after the last one it applied",
+        "KeySchema.unloads",
+    ),
+    KeySpec(
+        "P:unloads:added",
+        "channel",
+        '"an unload was requested": every gateway reads ``P:unloads``',
+        "``admin/unload.py``",
+        "KeySchema.unloads_channel",
+    ),
+    KeySpec(
         "P:tenants",
         "hash",
         'tenant name -> TenantInfo JSON {"adminRoles": [...], "allowedClusters": [...]}',
@@ -357,6 +373,15 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "gateway id -> lease expiry (ms, Redis clock) of every live gateway",
         "``gateway_heartbeat.lua`` (renew, leave; drops expired members)",
         "KeySchema.gateways",
+    ),
+    KeySpec(
+        "P:gateways:info",
+        "hash",
+        "gateway id -> JSON of the gateway's broker id (advertised ``host:httpPort``), URLs "
+        "and start time (ms): the admin API's brokers list and leader",
+        "``fleet/membership.py`` (``HSET`` with every lease renewal once the ports are "
+        "bound; ``HDEL`` on leave and of gateways whose lease expired)",
+        "KeySchema.gateway_info",
     ),
 )
 
@@ -555,6 +580,14 @@ class KeySchema:
     def policies_channel(self) -> str:
         return f"{self.prefix}:policies:changed"
 
+    @property
+    def unloads(self) -> str:
+        return f"{self.prefix}:unloads"
+
+    @property
+    def unloads_channel(self) -> str:
+        return f"{self.prefix}:unloads:added"
+
     # -- tenants, namespaces, authorization (admin API) --------------------------------
 
     @property
@@ -570,3 +603,7 @@ class KeySchema:
     @property
     def gateways(self) -> str:
         return f"{self.prefix}:gateways"
+
+    @property
+    def gateway_info(self) -> str:
+        return f"{self.prefix}:gateways:info"

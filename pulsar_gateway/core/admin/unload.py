@@ -1,0 +1,148 @@
+"""Unloading a topic, a namespace or a bundle, on every gateway of the fleet.
+
+In Pulsar an unload (``PersistentTopicsBase.internalUnloadTopic``,
+``NamespaceService.unloadNamespaceBundle``) closes the topic on its owning broker: its
+producers get CLOSE_PRODUCER and its consumers CLOSE_CONSUMER, and the clients look the
+topic up again and reconnect, carrying on without loss (unacked messages are delivered
+again). Here every gateway serves every topic, so an unload must reach the whole fleet: it
+is appended to one stream (``P:unloads``, a few hundred bytes each, capped) and announced on
+a channel; each gateway reads the entries after the last one it applied and closes its own
+producers and consumers of what was unloaded. A gateway that missed the announcement (its
+pub/sub connection was away) finds the entries at its next periodic look.
+
+Only clients that reconnect by themselves are closed (binary-protocol ones): a WebSocket
+session is, in Pulsar, served by the proxy's own client, which reconnects unseen; here
+the session's producer and consumer stay as they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Final
+
+from pulsar_gateway.core.consuming.subscription_service import SubscriptionService
+from pulsar_gateway.core.errors import GatewayError
+from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX
+from pulsar_gateway.core.periodic import Periodic
+from pulsar_gateway.core.producing.producer_service import ProducerService
+from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.notifier import Notifier
+
+__all__ = ["UnloadService", "in_scope"]
+
+log = logging.getLogger(__name__)
+
+#: Unloads kept in the stream (approximately): far more than a gateway can miss between two
+#: periodic looks.
+KEPT: Final = 1000
+#: Seconds between two looks at the stream when no announcement came.
+LOOK_INTERVAL: Final = 2.0
+
+
+def in_scope(scope: str, topic: str) -> bool:
+    """Whether ``topic`` (a full topic name, maybe a partition) is unloaded by ``scope``: a
+    full topic name (a partitioned topic's covers its partitions) or "tenant/namespace"."""
+    if "://" in scope:
+        return topic == scope or topic.startswith(f"{scope}{PARTITION_SUFFIX}")
+    _, _, rest = topic.partition("://")
+    return rest.startswith(f"{scope}/") and rest.count("/") == scope.count("/") + 1
+
+
+class UnloadService:
+    """Asks the fleet to unload, and applies what the fleet asked on this gateway."""
+
+    def __init__(
+        self,
+        lane: Lane,
+        notifier: Notifier,
+        keys: KeySchema,
+        producers: ProducerService,
+        subscriptions: SubscriptionService,
+    ) -> None:
+        self._lane = lane
+        self._notifier = notifier
+        self._keys = keys
+        self._producers = producers
+        self._subscriptions = subscriptions
+        #: the id of the last entry applied (b"" until the start-up read)
+        self._applied: bytes = b""
+        self._reading = False
+        self._again = False
+        self._tasks: set[asyncio.Task[int]] = set()
+        self._looks = Periodic("unload check", LOOK_INTERVAL, self.apply)
+
+    async def start(self) -> None:
+        """Take the newest entry as applied (older unloads were for clients gone since),
+        then follow the announcements."""
+        newest = await self._lane.call("XREVRANGE", self._keys.unloads, "+", "-", "COUNT", 1)
+        self._applied = newest[0][0] if newest else b"0-0"
+        self._notifier.subscribe(self._keys.unloads_channel, self._announced)
+        self._looks.start()
+
+    async def stop(self) -> None:
+        await self._looks.stop()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def unload(self, scope: str) -> int:
+        """Unload ``scope`` (a full topic name or "tenant/namespace") on every gateway;
+        returns how many producers and consumers this gateway closed (the others close
+        theirs as the announcement reaches them)."""
+        await self._lane.call("XADD", self._keys.unloads, "MAXLEN", "~", KEPT, "*", "scope", scope)
+        self._lane.notify(self._keys.unloads_channel)
+        return await self.apply()
+
+    def _announced(self) -> None:
+        if self._applied:
+            task = asyncio.get_running_loop().create_task(self.apply())
+            self._tasks.add(task)
+            task.add_done_callback(self._applied_once)
+
+    def _applied_once(self, task: asyncio.Task[int]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and isinstance(task.exception(), GatewayError):
+            log.warning("reading unloads failed (%s); the next look retries", task.exception())
+
+    async def apply(self) -> int:
+        """Apply the unloads appended since the last one applied (also called periodically,
+        for an announcement this gateway missed); returns how many clients were closed."""
+        if self._reading:  # one reader at a time; a call meanwhile reads again after it
+            self._again = True
+            return 0
+        self._reading = True
+        closed = 0
+        try:
+            while True:
+                self._again = False
+                entries = await self._lane.call(
+                    "XRANGE", self._keys.unloads, b"(" + self._applied, "+"
+                )
+                for entry_id, fields in entries:
+                    closed += await self._close(_scope_of(fields))
+                    self._applied = entry_id
+                if not self._again:
+                    return closed
+        finally:
+            self._reading = False
+
+    async def _close(self, scope: str) -> int:
+        def matches(topic: str) -> bool:
+            return in_scope(scope, topic)
+
+        closed = await self._producers.unload(matches)
+        closed += await self._subscriptions.unload(matches)
+        if closed:
+            log.info("unloaded %s: %d producers and consumers closed here", scope, closed)
+        return closed
+
+
+def _scope_of(fields: Any) -> str:
+    """The ``scope`` field of a stream entry (a flat list or a dict, as the client decodes)."""
+    if isinstance(fields, dict):
+        value = fields.get(b"scope", b"")
+    else:
+        pairs = dict(zip(fields[::2], fields[1::2], strict=True))
+        value = pairs.get(b"scope", b"")
+    return value.decode() if isinstance(value, bytes) else str(value)
