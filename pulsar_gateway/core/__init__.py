@@ -83,7 +83,13 @@ from pulsar_gateway.core.model.message_id import (
     stream_id,
     time_position,
 )
-from pulsar_gateway.core.model.schema import SchemaData, decode_version, encode_version
+from pulsar_gateway.core.model.schema import (
+    SCHEMA_TYPES,
+    SchemaData,
+    decode_version,
+    encode_version,
+    schema_type_name,
+)
 from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
 from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX, TopicName, parse_topic_name
 from pulsar_gateway.core.policies.authentication import AuthenticatedRole
@@ -109,16 +115,35 @@ from pulsar_gateway.core.producing.producer import ProducerHandle
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.services import Limits, Services
 from pulsar_gateway.core.topics.cluster import UnknownListener
+from pulsar_gateway.core.topics.schema_compatibility import AUTO_UPDATE_STRATEGIES
+from pulsar_gateway.core.topics.schema_compatibility import STRATEGIES as SCHEMA_STRATEGIES
+from pulsar_gateway.core.topics.schema_registry import (
+    ALLOW_AUTO_UPDATE_POLICY,
+    AUTO_UPDATE_STRATEGY_POLICY,
+    COMPATIBILITY_STRATEGY_POLICY,
+    DEFAULT_ALLOW_AUTO_UPDATE,
+    DEFAULT_VALIDATION_ENFORCED,
+    VALIDATION_ENFORCED_POLICY,
+)
 from pulsar_gateway.core.topics.tenants import TenantInfo, check_namespace_name, check_tenant_name
 
 __all__ = [
+    "ALLOW_AUTO_UPDATE_POLICY",
+    "AUTO_UPDATE_STRATEGIES",
+    "AUTO_UPDATE_STRATEGY_POLICY",
     "BACKLOG_QUOTA_POLICY",
+    "COMPATIBILITY_STRATEGY_POLICY",
+    "DEFAULT_ALLOW_AUTO_UPDATE",
+    "DEFAULT_VALIDATION_ENFORCED",
     "DELAYED_DELIVERY_POLICY",
     "MAX_PAGE",
     "MAX_UNACKED_PER_CONSUMER_POLICY",
     "MAX_UNACKED_PER_SUBSCRIPTION_POLICY",
     "PARTITION_SUFFIX",
     "QUOTA_TYPES",
+    "SCHEMA_STRATEGIES",
+    "SCHEMA_TYPES",
+    "VALIDATION_ENFORCED_POLICY",
     "AlreadyExists",
     "AuthAction",
     "AuthenticatedRole",
@@ -194,6 +219,7 @@ __all__ = [
     "parse_backlog_quota",
     "parse_quota_type",
     "parse_topic_name",
+    "schema_type_name",
     "signed64",
     "start_position",
     "stream_id",

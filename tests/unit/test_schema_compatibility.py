@@ -1,4 +1,5 @@
-"""BACKWARD schema compatibility (pure), schema versions on the wire, schema records."""
+"""Schema compatibility under Pulsar's strategies (pure), schema versions on the wire,
+schema records and type names."""
 
 from __future__ import annotations
 
@@ -8,10 +9,19 @@ from typing import Any
 import pytest
 
 from pulsar_gateway.core.errors import IncompatibleSchema
-from pulsar_gateway.core.model.schema import SchemaData, decode_version, encode_version
+from pulsar_gateway.core.model.schema import (
+    SCHEMA_TYPES,
+    SchemaData,
+    decode_version,
+    encode_version,
+    schema_type_name,
+)
 from pulsar_gateway.core.topics.schema_compatibility import (
+    AUTO_UPDATE_STRATEGIES,
     AVRO,
     JSON,
+    STRATEGIES,
+    check,
     check_backward,
     is_backward_compatible_avro,
 )
@@ -123,3 +133,105 @@ def test_schema_records_round_trip_through_json() -> None:
     assert SchemaData.from_json(schema.to_json()) == schema
     assert schema.same_as(SchemaData(AVRO, "other name", b"\x00\xffbinary"))
     assert not schema.same_as(SchemaData(JSON, "n", b"\x00\xffbinary"))
+
+
+def test_stored_records_keep_their_time_and_deletion_markers() -> None:
+    schema = SchemaData(AVRO, "n", b"{}", timestamp=1700000000123)
+    assert SchemaData.from_json(schema.to_json()) == schema
+    marker = SchemaData.deletion(1700000000999)
+    back = SchemaData.from_json(marker.to_json())
+    assert (back.deleted, back.type, back.data, back.timestamp) == (True, 0, b"", 1700000000999)
+    assert not back.same_as(back)  # a marker is no schema: never "the same schema"
+    # records written before these fields existed still read
+    assert not SchemaData.from_json('{"type": 1, "data": ""}').deleted
+
+
+def test_json_definitions_are_compared_parsed() -> None:
+    compact = json.dumps(OLD, separators=(",", ":")).encode()
+    pretty = json.dumps(OLD, indent=4).encode()
+    assert SchemaData(AVRO, "", compact).same_as(SchemaData(AVRO, "", pretty))
+    assert SchemaData(JSON, "", compact).same_as(SchemaData(JSON, "", pretty))
+    assert not SchemaData(AVRO, "", compact).same_as(SchemaData(JSON, "", pretty))
+    # other types: byte for byte
+    assert not SchemaData(STRING, "", b"{}").same_as(SchemaData(STRING, "", b"{ }"))
+    assert not SchemaData(AVRO, "", b"not json").same_as(SchemaData(AVRO, "", b"not  json"))
+
+
+def test_type_names_are_pulsars_schema_type() -> None:
+    assert (SCHEMA_TYPES["AVRO"], SCHEMA_TYPES["STRING"], SCHEMA_TYPES["PROTOBUF_NATIVE"]) == (
+        4,
+        1,
+        20,
+    )
+    assert SCHEMA_TYPES["BYTES"] == SCHEMA_TYPES["NONE"] == 0  # BYTES is None on the wire
+    assert all(schema_type_name(n) == name for name, n in SCHEMA_TYPES.items() if name != "BYTES")
+    assert schema_type_name(99) == "NONE"
+
+
+V1 = json.dumps(record(f("a", "int"))).encode()
+#: adds a field with a default: readable both ways
+V2 = json.dumps(record(f("a", "int"), f("b", "int", default=0))).encode()
+#: adds a field without a default: the new schema cannot read old data
+NO_DEFAULT = json.dumps(record(f("a", "int"), f("c", "int"))).encode()
+#: drops "a", which has no default: old readers cannot read new data
+DROPS_A = json.dumps(record(f("b", "int", default=0))).encode()
+
+
+def _ok(strategy: str, existing: list[bytes], new: bytes, new_type: int = AVRO) -> bool:
+    try:
+        check(strategy, [(AVRO, d) for d in existing], new_type, new)
+    except IncompatibleSchema:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("strategy", "new", "ok"),
+    [
+        ("BACKWARD", V2, True),
+        ("BACKWARD", NO_DEFAULT, False),
+        ("BACKWARD", DROPS_A, True),
+        ("FORWARD", V2, True),
+        ("FORWARD", NO_DEFAULT, True),  # old readers ignore the new field
+        ("FORWARD", DROPS_A, False),
+        ("FULL", V2, True),
+        ("FULL", NO_DEFAULT, False),
+        ("FULL", DROPS_A, False),
+        ("ALWAYS_COMPATIBLE", NO_DEFAULT, True),
+        ("ALWAYS_INCOMPATIBLE", V2, False),
+        ("ALWAYS_INCOMPATIBLE", V1, True),  # the same definition is no new version
+    ],
+)
+def test_strategies_against_the_latest(strategy: str, new: bytes, ok: bool) -> None:
+    assert _ok(strategy, [V1], new) is ok
+
+
+def test_transitive_strategies_check_every_version_the_others_the_latest() -> None:
+    history = [V1, V2]
+    latest_only = json.dumps(record(f("a", "int"), f("b", "int"))).encode()
+    # latest_only reads V2 data (both fields there) but not V1 data (no "b" in it, no default)
+    assert _ok("BACKWARD", history, latest_only)
+    assert not _ok("BACKWARD_TRANSITIVE", history, latest_only)
+    assert not _ok("FULL_TRANSITIVE", history, latest_only)
+    assert _ok("FORWARD_TRANSITIVE", history, V2)
+    # readers of the old versions cannot read DROPS_A data: their "a" has no default
+    assert not _ok("FORWARD_TRANSITIVE", history, DROPS_A)
+
+
+def test_type_changes_and_other_types() -> None:
+    assert not _ok("FULL", [V1], b"", STRING)
+    assert _ok("ALWAYS_COMPATIBLE", [V1], b"", STRING)  # even a change of type
+    assert not _ok("BACKWARD_TRANSITIVE", [V1, V2], b"", STRING)
+    # same type, not Avro: compatible unless ALWAYS_INCOMPATIBLE
+    assert _ok("FULL", [], b"", STRING)
+    check("FULL", [(PROTOBUF, b"one")], PROTOBUF, b"two")
+    with pytest.raises(IncompatibleSchema, match="ALWAYS_INCOMPATIBLE"):
+        check("ALWAYS_INCOMPATIBLE", [(PROTOBUF, b"one")], PROTOBUF, b"two")
+    with pytest.raises(IncompatibleSchema, match="not a valid Avro definition"):
+        check("FULL", [(AVRO, V1)], AVRO, b"{broken")
+
+
+def test_strategy_names_are_pulsars() -> None:
+    assert len(STRATEGIES) == 9 and STRATEGIES[0] == "UNDEFINED"
+    assert set(AUTO_UPDATE_STRATEGIES.values()) <= set(STRATEGIES)
+    assert AUTO_UPDATE_STRATEGIES["AutoUpdateDisabled"] == "ALWAYS_INCOMPATIBLE"

@@ -1,20 +1,34 @@
-"""Schema compatibility: may a topic move from its latest schema to a new one?
+"""Schema compatibility: may a topic move from its schemas to a new one?
 
-Pulsar's default strategy is BACKWARD (``schemaCompatibilityStrategy=FULL`` was the old
-default; since 2.x the namespace default is ``BACKWARD``, checked against the latest
-version only): data written with the old schema must be readable with the new one. What
-this gateway checks:
+Pulsar's strategies (``SchemaCompatibilityStrategy``), applied as
+``SchemaRegistryServiceImpl.putSchemaIfAbsent`` and ``checkCompatible`` apply them:
 
-* a change of schema type (``Schema.Type``) is always incompatible;
+* ``ALWAYS_COMPATIBLE``: anything goes, a change of type too;
+* ``ALWAYS_INCOMPATIBLE``: no new version (an identical schema still finds its version,
+  before any check);
+* ``BACKWARD``: data written with the latest version reads with the new schema;
+  ``FORWARD``: data written with the new schema reads with the latest; ``FULL``: both;
+* ``BACKWARD_TRANSITIVE``, ``FORWARD_TRANSITIVE``, ``FULL_TRANSITIVE``: the same against
+  every version since the latest deletion, not only the latest
+  (``checkCompatibilityWithAll``);
+* ``UNDEFINED`` only means "not set here": the registry resolves it to the namespace's or
+  the gateway's strategy before checking.
+
+What each check compares:
+
+* a change of schema type (``Schema.Type``) is always incompatible (except under
+  ``ALWAYS_COMPATIBLE``);
 * AVRO and JSON (the Python and Java clients send an Avro record definition for both): Avro
-  schema resolution with the new schema as reader and the latest as writer: every reader
-  field either exists in the writer with a type the writer's can be promoted to (int ->
+  schema resolution, one schema as reader and the other as writer: every reader field
+  either exists in the writer with a type the writer's can be promoted to (int ->
   long/float/double, long -> float/double, float -> double, string <-> bytes, unions by
   branch) or has a default; enums may only gain symbols (or have a default); arrays, maps,
-  fixed and nested records recursively; records must keep their name;
+  fixed and nested records recursively; records must keep their name (Pulsar's
+  ``AvroSchemaBasedCompatibilityCheck`` with Avro's ``SchemaValidatorBuilder``);
 * every other type (STRING, PROTOBUF, PROTOBUF_NATIVE, KEY_VALUE, primitives): compatible
-  when the type is the same (Pulsar checks PROTOBUF_NATIVE descriptors and KEY_VALUE
-  components; this gateway does not).
+  when the type is the same, unless the strategy is ``ALWAYS_INCOMPATIBLE`` (Pulsar's
+  ``SchemaCompatibilityCheck.DEFAULT``; Pulsar checks PROTOBUF_NATIVE descriptors and
+  KEY_VALUE components, this gateway does not).
 
 Pure functions, no I/O.
 """
@@ -22,15 +36,53 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pulsar_gateway.core.errors import IncompatibleSchema
 
-__all__ = ["AVRO", "JSON", "check_backward", "is_backward_compatible_avro"]
+__all__ = [
+    "AUTO_UPDATE_STRATEGIES",
+    "AVRO",
+    "JSON",
+    "STRATEGIES",
+    "check",
+    "check_backward",
+    "is_backward_compatible_avro",
+]
 
 #: ``Schema.Type`` values whose data is an Avro definition.
 JSON = 2
 AVRO = 4
+
+#: Pulsar's ``SchemaCompatibilityStrategy`` names.
+STRATEGIES = (
+    "UNDEFINED",
+    "ALWAYS_INCOMPATIBLE",
+    "ALWAYS_COMPATIBLE",
+    "BACKWARD",
+    "FORWARD",
+    "FULL",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE",
+    "FULL_TRANSITIVE",
+)
+#: Pulsar's deprecated ``SchemaAutoUpdateCompatibilityStrategy`` names -> the strategy
+#: each stands for (``SchemaCompatibilityStrategy.fromAutoUpdatePolicy``).
+AUTO_UPDATE_STRATEGIES = {
+    "AutoUpdateDisabled": "ALWAYS_INCOMPATIBLE",
+    "Backward": "BACKWARD",
+    "Forward": "FORWARD",
+    "Full": "FULL",
+    "AlwaysCompatible": "ALWAYS_COMPATIBLE",
+    "BackwardTransitive": "BACKWARD_TRANSITIVE",
+    "ForwardTransitive": "FORWARD_TRANSITIVE",
+    "FullTransitive": "FULL_TRANSITIVE",
+}
+_TRANSITIVE = frozenset({"BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"})
+#: strategies under which the new schema must read the old data / the old the new data
+_NEW_READS_OLD = frozenset({"BACKWARD", "FULL", "BACKWARD_TRANSITIVE", "FULL_TRANSITIVE"})
+_OLD_READS_NEW = frozenset({"FORWARD", "FULL", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"})
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 #: (writer type, reader type) pairs Avro resolves by promotion.
@@ -48,28 +100,64 @@ _PROMOTIONS = frozenset(
 )
 
 
-def check_backward(old_type: int, old_data: bytes, new_type: int, new_data: bytes) -> None:
-    """Raise IncompatibleSchema unless data written with the old schema reads with the new.
+def _definition(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise IncompatibleSchema("Incompatible schema: not a valid Avro definition") from None
+
+
+def check(
+    strategy: str,
+    existing: Sequence[tuple[int, bytes]],
+    new_type: int,
+    new_data: bytes,
+) -> None:
+    """Raise IncompatibleSchema unless a schema (``new_type``, ``new_data``) may follow
+    ``existing`` (type and definition of the topic's versions since the latest deletion,
+    oldest first) under ``strategy``.
 
     Raises:
         IncompatibleSchema: with the reason.
     """
-    if old_type != new_type:
-        raise IncompatibleSchema(
-            f"Incompatible schema: the topic's schema type is {old_type}, not {new_type}"
-        )
-    if new_type not in (JSON, AVRO) or old_data == new_data:
+    if not existing or strategy == "ALWAYS_COMPATIBLE":
         return
-    try:
-        reader = json.loads(new_data)
-        writer = json.loads(old_data)
-    except ValueError:
-        raise IncompatibleSchema("Incompatible schema: not a valid Avro definition") from None
-    if not is_backward_compatible_avro(reader, writer):
-        raise IncompatibleSchema(
-            "Incompatible schema: the new schema cannot read data written with the latest "
-            "version (BACKWARD)"
-        )
+    transitive = strategy in _TRANSITIVE
+    against = list(existing) if transitive else [existing[-1]]
+    for old_type, _ in against:
+        if old_type != new_type:
+            raise IncompatibleSchema(
+                f"Incompatible schema: the topic's schema type is {old_type}, not {new_type}"
+            )
+    if not transitive and against[0][1] == new_data:
+        return  # the same definition (Pulsar compares hashes before the check)
+    if strategy not in _NEW_READS_OLD | _OLD_READS_NEW:  # ALWAYS_INCOMPATIBLE, or unknown
+        raise IncompatibleSchema(f"Incompatible schema: the strategy is {strategy}")
+    if new_type not in (JSON, AVRO):
+        return
+    new = _definition(new_data)
+    for _, old_data in against:
+        old = _definition(old_data)
+        if strategy in _NEW_READS_OLD and not is_backward_compatible_avro(new, old):
+            raise IncompatibleSchema(
+                "Incompatible schema: the new schema cannot read data written with an "
+                f"existing version ({strategy})"
+            )
+        if strategy in _OLD_READS_NEW and not is_backward_compatible_avro(old, new):
+            raise IncompatibleSchema(
+                "Incompatible schema: an existing version cannot read data written with the "
+                f"new schema ({strategy})"
+            )
+
+
+def check_backward(old_type: int, old_data: bytes, new_type: int, new_data: bytes) -> None:
+    """Raise IncompatibleSchema unless data written with the old schema reads with the new
+    (``BACKWARD`` against one version).
+
+    Raises:
+        IncompatibleSchema: with the reason.
+    """
+    check("BACKWARD", [(old_type, old_data)], new_type, new_data)
 
 
 def is_backward_compatible_avro(reader: Any, writer: Any) -> bool:
