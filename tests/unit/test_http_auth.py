@@ -23,17 +23,26 @@ PUBLIC = ("public", "public/default")
         (
             "/ws/v2/producer/persistent/public/default/t",
             {},
-            Requirement(Access.PRODUCE, (PUBLIC,), websocket=True),
+            Requirement(
+                Access.PRODUCE, (PUBLIC,), websocket=True, topics=("persistent://public/default/t",)
+            ),
         ),
         (
             "/ws/v2/consumer/non-persistent/acme/ns1/t/my-sub",
             {},
-            Requirement(Access.CONSUME, (("acme", "acme/ns1"),), websocket=True),
+            Requirement(
+                Access.CONSUME,
+                (("acme", "acme/ns1"),),
+                websocket=True,
+                topics=("non-persistent://acme/ns1/t",),
+            ),
         ),
         (
             "/ws/v2/reader/persistent/public/default/t",
             {},
-            Requirement(Access.CONSUME, (PUBLIC,), websocket=True),
+            Requirement(
+                Access.CONSUME, (PUBLIC,), websocket=True, topics=("persistent://public/default/t",)
+            ),
         ),
         (
             "/ws/v3/consumer/sub",
@@ -61,17 +70,21 @@ PUBLIC = ("public", "public/default")
         ("/ws/v2/producer/other/public/default/t", {}, Requirement(Access.SUPERUSER, (), True)),
         ("/ws/v3/consumer/sub", {}, Requirement(Access.SUPERUSER, websocket=True)),
         ("/ws/producer/persistent/p/c/ns/t", {}, Requirement(Access.SUPERUSER, websocket=True)),
-        ("/topics/persistent/public/default/t", {}, Requirement(Access.PRODUCE, (PUBLIC,))),
+        (
+            "/topics/persistent/public/default/t",
+            {},
+            Requirement(Access.PRODUCE, (PUBLIC,), topics=("persistent://public/default/t",)),
+        ),
         (
             "/topics/persistent/public/default/t/partitions/2",
             {},
-            Requirement(Access.PRODUCE, (PUBLIC,)),
+            Requirement(Access.PRODUCE, (PUBLIC,), topics=("persistent://public/default/t",)),
         ),
         ("/topics/persistent/public", {}, Requirement(Access.SUPERUSER)),
         (
             "/lookup/v2/topic/persistent/public/default/t",
             {},
-            Requirement(Access.LOOKUP, (PUBLIC,)),
+            Requirement(Access.LOOKUP, (PUBLIC,), topics=("persistent://public/default/t",)),
         ),
         (
             "/admin/v2/namespaces/acme/ns1/permissions/app",

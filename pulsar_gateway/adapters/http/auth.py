@@ -70,6 +70,7 @@ from pulsar_gateway.core import (
     GatewayError,
     InvalidTopicName,
     Services,
+    TopicName,
     parse_topic_name,
 )
 
@@ -111,11 +112,14 @@ class Requirement:
         namespaces: ``(tenant, "tenant/ns")`` pairs the role needs ``access`` on (produce,
             consume, lookup), or the tenant (``TENANT_ADMIN``: one pair, namespace "").
         websocket: A WebSocket handshake (Pulsar's WebSocket reasons; ``token`` query).
+        topics: The topic of each namespace pair when the request names one: a grant on the
+            topic itself then suffices (Pulsar's topic-level permissions).
     """
 
     access: Access
     namespaces: tuple[tuple[str, str], ...] = ()
     websocket: bool = False
+    topics: tuple[str | None, ...] = ()
 
 
 _SUPERUSER = Requirement(Access.SUPERUSER)
@@ -125,6 +129,15 @@ def _namespace_of(domain: str, tenant: str, namespace: str) -> tuple[str, str] |
     if domain not in _DOMAINS or not tenant or not namespace:
         return None
     return tenant, f"{tenant}/{namespace}"
+
+
+def _topic_of(segments: list[str], start: int) -> str | None:
+    """The full topic name at ``segments[start:start + 4]`` (domain, tenant, namespace,
+    topic), None when it is not one."""
+    parts = segments[start : start + 4]
+    if len(parts) < 4 or not all(parts):
+        return None
+    return f"{parts[0]}://{parts[1]}/{parts[2]}/{parts[3]}"
 
 
 def _topic_namespace(name: str) -> tuple[str, str] | None:
@@ -159,7 +172,8 @@ def _websocket(segments: list[str], query: Mapping[str, str]) -> Requirement:
             pair = _namespace_of(segments[3], segments[4], segments[5])
             if pair is not None:
                 access = Access.PRODUCE if kind == "producer" else Access.CONSUME
-                return Requirement(access, (pair,), websocket=True)
+                topic = _topic_of(segments, 3)
+                return Requirement(access, (pair,), websocket=True, topics=(topic,))
     elif version == "v3" and kind == "consumer" and len(segments) == 4:
         pairs: list[tuple[str, str] | None] = []
         if "topicsPattern" in query:
@@ -196,11 +210,14 @@ def requirement(
     if head == "ws":
         return _websocket(segments, query)
     pair: tuple[str, str] | None = None
+    topic: str | None = None
     if head == "topics" and len(segments) >= 5:
         pair = _namespace_of(segments[1], segments[2], segments[3])
+        topic = _topic_of(segments, 1)
         access = Access.PRODUCE
     elif head == "lookup" and segments[1:3] == ["v2", "topic"] and len(segments) >= 7:
         pair = _namespace_of(segments[3], segments[4], segments[5])
+        topic = _topic_of(segments, 3)
         access = Access.LOOKUP
     elif head == "lookup" and segments[1:3] == ["v2", "destination"] and len(segments) >= 8:
         # v1 names: {domain}/{tenant}/{cluster}/{namespace}/{topic}
@@ -210,7 +227,7 @@ def requirement(
         pair = (segments[3], "") if segments[2] in _TENANT_RESOURCES else None
         access = Access.TENANT_ADMIN
     if pair is not None:
-        return Requirement(access, (pair,))
+        return Requirement(access, (pair,), topics=(topic,) if topic else ())
     return _SUPERUSER
 
 
@@ -241,10 +258,21 @@ async def _allowed(services: Services, need: Requirement, role: str) -> bool:
     actions = _ACTIONS.get(need.access)
     if actions is None:  # OPEN, AUTHENTICATED
         return True
-    for tenant, namespace in need.namespaces:
-        if not await authz.allows(tenant, namespace, role, *actions):
+    topics = need.topics or (None,) * len(need.namespaces)
+    for (tenant, namespace), name in zip(need.namespaces, topics, strict=True):
+        topic = _parsed(name)
+        if not await authz.allows(tenant, namespace, role, *actions, topic=topic):
             return False
     return True
+
+
+def _parsed(name: str | None) -> TopicName | None:
+    if name is None:
+        return None
+    try:
+        return parse_topic_name(name)
+    except InvalidTopicName:
+        return None
 
 
 def _credentials(request: web.Request, websocket: bool) -> str | None:

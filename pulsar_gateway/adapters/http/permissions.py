@@ -1,10 +1,17 @@
-"""Admin REST v2: namespace permissions, with Pulsar's paths and JSON (``Namespaces.java``).
+"""Admin REST v2: namespace and topic permissions, with Pulsar's paths and JSON
+(``Namespaces.java``, ``PersistentTopics.java``).
 
 ::
 
     GET    /admin/v2/namespaces/{tenant}/{ns}/permissions          getPermissions
     POST   /admin/v2/namespaces/{tenant}/{ns}/permissions/{role}   grantPermissionOnNamespace
     DELETE /admin/v2/namespaces/{tenant}/{ns}/permissions/{role}   revokePermissionsOnNamespace
+    GET    /admin/v2/{domain}/{tenant}/{ns}/{topic}/permissions          getPermissionsOnTopic
+    POST   /admin/v2/{domain}/{tenant}/{ns}/{topic}/permissions/{role}   grantPermissionsOnTopic
+    DELETE /admin/v2/{domain}/{tenant}/{ns}/{topic}/permissions/{role}   revokePermissionsOnTopic
+
+A topic's GET answers the namespace's grants with the topic's own added, as Pulsar does; a
+partitioned topic's grant covers its partitions.
 
 GET answers ``{"role": ["consume", "produce"], ...}`` (``auth_policies.namespace_auth``);
 POST takes the role's actions as a JSON list (``["produce", "consume"]``, a
@@ -23,10 +30,15 @@ from typing import Any
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.resource import fail, handler, namespace_name, read_text
-from pulsar_gateway.core import Services, parse_actions
+from pulsar_gateway.adapters.http.described import TOPIC, Doc
+from pulsar_gateway.adapters.resource import fail, handler, namespace_name, read_text, topic_name
+from pulsar_gateway.core import Services, TopicName, parse_actions
 
-__all__ = ["add_routes"]
+__all__ = ["DOCS", "add_routes"]
+
+_TOPIC_PATH = (
+    "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}/permissions"
+)
 
 _PATH = "/admin/v2/namespaces/{tenant}/{namespace}/permissions"
 
@@ -43,15 +55,63 @@ async def get_permissions(services: Services, request: web.Request) -> dict[str,
     )
 
 
-async def grant_permission(services: Services, request: web.Request) -> None:
-    namespace = await _existing_namespace(services, request)
+async def _actions(request: web.Request) -> list[str]:
     raw = await read_text(request)
     try:
         body: Any = json.loads(raw)
-        actions = parse_actions(body)
+        return parse_actions(body)
     except ValueError as exc:
         raise fail(web.HTTPBadRequest, f"Invalid permissions {raw[:100]!r}: {exc}") from None
+
+
+async def grant_permission(services: Services, request: web.Request) -> None:
+    namespace = await _existing_namespace(services, request)
+    actions = await _actions(request)
     await services.authorization.grant_permission(namespace, request.match_info["role"], actions)
+
+
+async def _existing_topic(services: Services, request: web.Request) -> TopicName:
+    topic = topic_name(request)
+    await services.tenants.require_namespace(topic.namespace)
+    return topic
+
+
+async def get_topic_permissions(services: Services, request: web.Request) -> dict[str, list[str]]:
+    topic = await _existing_topic(services, request)
+    return await services.authorization.get_topic_permissions(topic)
+
+
+async def grant_topic_permission(services: Services, request: web.Request) -> None:
+    topic = await _existing_topic(services, request)
+    actions = await _actions(request)
+    await services.authorization.grant_topic_permission(topic, request.match_info["role"], actions)
+
+
+async def revoke_topic_permission(services: Services, request: web.Request) -> None:
+    topic = await _existing_topic(services, request)
+    await services.authorization.revoke_topic_permission(topic, request.match_info["role"])
+
+
+_GRANTS = {
+    "type": "object",
+    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+}
+
+#: OpenAPI descriptions of the topic routes (``openapi.py``; the namespace ones are there).
+DOCS: dict[tuple[str, str], Doc] = {
+    ("GET", f"{TOPIC}/permissions"): Doc(
+        "permissions", "The grants on a topic: its namespace's and its own", response=_GRANTS
+    ),
+    ("POST", f"{TOPIC}/permissions/{{role}}"): Doc(
+        "permissions",
+        "Grant a role actions on a topic",
+        body={"type": "array", "items": {"type": "string"}},
+        ok=204,
+    ),
+    ("DELETE", f"{TOPIC}/permissions/{{role}}"): Doc(
+        "permissions", "Revoke a role's grant on a topic", ok=204
+    ),
+}
 
 
 async def revoke_permission(services: Services, request: web.Request) -> None:
@@ -63,3 +123,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(_PATH, handler(get_permissions))
     app.router.add_post(_PATH + "/{role}", handler(grant_permission))
     app.router.add_delete(_PATH + "/{role}", handler(revoke_permission))
+    app.router.add_get(_TOPIC_PATH, handler(get_topic_permissions))
+    app.router.add_post(_TOPIC_PATH + "/{role}", handler(grant_topic_permission))
+    app.router.add_delete(_TOPIC_PATH + "/{role}", handler(revoke_topic_permission))

@@ -332,6 +332,13 @@ _REPLICATOR = (
     "no replicators to throttle"
 )
 _SHADOW = "Shadow topics (PIP-180) are not supported by this gateway"
+_BOOKIE_AFFINITY = (
+    "Bookie affinity groups do not apply: there are no bookies; messages are stored in Redis"
+)
+_RESOURCE_GROUPS = (
+    "Resource groups (PIP-82) are not supported by this gateway: limit rates with the "
+    "namespace and topic rate policies"
+)
 
 
 def _max_message_size(services: Services) -> int:
@@ -534,6 +541,30 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
     ),
     PolicySpec(
         "shadowTopics", None, "shadowTopics", _bool, unavailable=_SHADOW, set_methods=("PUT",)
+    ),
+    PolicySpec(
+        "bookieAffinityGroup",
+        "persistence/bookieAffinity",
+        None,
+        _bool,
+        unavailable=_BOOKIE_AFFINITY,
+    ),
+    PolicySpec(
+        "resourceGroup",
+        "resourcegroup",
+        None,
+        _bool,
+        unavailable=_RESOURCE_GROUPS,
+        set_methods=(),
+    ),
+    PolicySpec(
+        "resourceGroup",
+        "resourcegroup/{resourcegroup}",
+        None,
+        _bool,
+        unavailable=_RESOURCE_GROUPS,
+        readable=False,
+        removable=False,
     ),
 )
 

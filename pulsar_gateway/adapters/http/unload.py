@@ -59,7 +59,7 @@ async def unload_bundle(services: Services, request: web.Request) -> None:
 _ROUTES: tuple[tuple[str, str, Body], ...] = (
     ("PUT", f"/admin/v2/{_DOMAIN}/{{tenant}}/{{namespace}}/{{topic}}/unload", unload_topic),
     ("PUT", f"{_NS}/unload", unload_namespace),
-    ("PUT", f"{_NS}/{{bundle}}/unload", unload_bundle),
+    ("PUT", f"{_NS}/{{bundle:0x[0-9a-fA-F]{{8}}_0x[0-9a-fA-F]{{8}}}}/unload", unload_bundle),
 )
 
 _TAG = "topics"

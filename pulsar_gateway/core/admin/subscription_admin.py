@@ -481,6 +481,22 @@ class SubscriptionAdmin:
             raise MessageNotFound("Message not found")
         return StoredEntry.parse(found[-1][0], found[-1][1], handle.partition)
 
+    async def message_id_at(self, topic: TopicName, timestamp: int) -> MessageId:
+        """The id of the first entry published at or after ``timestamp`` (ms): Pulsar's
+        ``getMessageIdByTimestamp``, by the producers' publish times as seek is.
+
+        Raises:
+            NotAllowed: a partitioned or non-persistent topic (405). TopicNotFound.
+            MessageNotFound: no entry is published at or after that time.
+        """
+        handle = await self._single(topic, "Get message ID by timestamp")
+        if not await self.exists(topic):
+            raise TopicNotFound(f"Topic {topic} not found")
+        found = await subscriptions.message_id_at_time(self._lane, handle.keys.stream, timestamp)
+        if found is None:
+            raise MessageNotFound("Message ID not found")
+        return MessageId.from_stream_id(found, handle.partition)
+
     async def last_message_id(self, topic: TopicName) -> tuple[MessageId, int]:
         """The topic's last entry and its batch size (0 when not a batch); ``(-1, -1)``
         when the topic has no entry (Pulsar answers the current ledger with entry -1).

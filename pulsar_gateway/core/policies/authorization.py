@@ -6,18 +6,22 @@ The rules of Pulsar's ``PulsarAuthorizationProvider`` (with ``authorizationEnabl
 * a **tenant admin** (a role in the tenant's ``TenantInfo.adminRoles``) may administer the
   tenant's namespaces and topics, and produce and consume on them
   (``allowTopicOperationAsync`` checks ``validateTenantAdminAccess`` first);
-* any other role needs a **namespace permission**: the namespace's ``auth_policies``
-  map role -> set of ``AuthAction`` (``produce``, ``consume``, ...), granted with
-  ``POST /admin/v2/namespaces/{tenant}/{ns}/permissions/{role}``. A lookup (LOOKUP,
-  PARTITIONED_METADATA, HTTP lookup) needs produce *or* consume (``canLookupAsync``).
+* any other role needs a **namespace permission** or a **topic permission**: the
+  namespace's ``auth_policies`` map role -> set of ``AuthAction`` (``produce``,
+  ``consume``, ...), granted with ``POST /admin/v2/namespaces/{tenant}/{ns}/permissions/
+  {role}``, and its ``destination_auth`` map topic -> role -> actions, granted with ``POST
+  /admin/v2/{domain}/{tenant}/{ns}/{topic}/permissions/{role}`` (a partitioned topic's grant
+  covers its partitions). A lookup (LOOKUP, PARTITIONED_METADATA, HTTP lookup) needs produce
+  *or* consume (``canLookupAsync``).
 
-Not carried over: topic-level permissions, subscription permissions and
+Not carried over: subscription permissions and
 ``subscriptionAuthMode``, wildcard role matching (``authorizationAllowWildcardsMatching``,
 off by default in Pulsar), proxy roles.
 
 Lane: tenants are the ``KeySchema.tenants`` hash (tenant -> TenantInfo JSON, written by
 :mod:`pulsar_gateway.core.topics.tenants`; only read here); permissions are one hash per namespace,
-``KeySchema.namespace_permissions(ns)``: role -> JSON list of actions.
+``KeySchema.namespace_permissions(ns)``: role -> JSON list of actions, and one hash of topic
+grants per namespace, ``KeySchema.topic_permissions(ns)``: topic -> JSON {role: actions}.
 
 Checks run on PRODUCER, SUBSCRIBE, lookups and HTTP requests only, never per message; each gateway
 caches what it read for :data:`CACHE_SECONDS`, and drops the cache whenever
@@ -111,6 +115,8 @@ class AuthorizationService:
         generation = self._generation
         if kind == "tenant":
             value: Any = _admin_roles(await self._lane.call("HGET", key, name))
+        elif kind == "topic":
+            value = _topic_grants(await self._lane.call("HGET", key, name))
         else:
             value = _permissions(await self._lane.call("HGETALL", key))
         if generation == self._generation:
@@ -137,9 +143,25 @@ class AuthorizationService:
         permissions: dict[str, frozenset[str]] = await self._cached("ns", namespace, key)
         return permissions.get(role, frozenset())
 
-    async def allows(self, tenant: str, namespace: str, role: str | None, *actions: str) -> bool:
-        """Whether ``role`` may do any of ``actions`` in ``namespace`` (of ``tenant``):
-        always when authorization is off; superusers and tenant admins always."""
+    async def topic_actions(self, topic: TopicName, role: str) -> frozenset[str]:
+        """The actions granted to ``role`` on ``topic`` itself (its partitioned topic's
+        grants for a partition; cached)."""
+        name = str(topic.partitioned_topic_name)
+        key = self._keys.topic_permissions(topic.namespace)
+        grants: dict[str, frozenset[str]] = await self._cached("topic", name, key)
+        return grants.get(role, frozenset())
+
+    async def allows(
+        self,
+        tenant: str,
+        namespace: str,
+        role: str | None,
+        *actions: str,
+        topic: TopicName | None = None,
+    ) -> bool:
+        """Whether ``role`` may do any of ``actions`` in ``namespace`` (of ``tenant``), or on
+        ``topic`` by a grant on the topic itself: always when authorization is off;
+        superusers and tenant admins always."""
         if not self.enabled:
             return True
         if role is None:
@@ -147,18 +169,29 @@ class AuthorizationService:
         if await self.is_tenant_admin(tenant, role):
             return True
         granted = await self.namespace_actions(namespace, role)
+        if topic is not None:
+            granted = granted | await self.topic_actions(topic, role)
         return any(action in granted for action in actions)
 
     async def can_produce(self, topic: TopicName, role: str | None) -> bool:
-        return await self.allows(topic.tenant, topic.namespace, role, AuthAction.PRODUCE)
+        return await self.allows(
+            topic.tenant, topic.namespace, role, AuthAction.PRODUCE, topic=topic
+        )
 
     async def can_consume(self, topic: TopicName, role: str | None) -> bool:
-        return await self.allows(topic.tenant, topic.namespace, role, AuthAction.CONSUME)
+        return await self.allows(
+            topic.tenant, topic.namespace, role, AuthAction.CONSUME, topic=topic
+        )
 
     async def can_lookup(self, topic: TopicName, role: str | None) -> bool:
         """Produce or consume (``canLookupAsync``)."""
         return await self.allows(
-            topic.tenant, topic.namespace, role, AuthAction.PRODUCE, AuthAction.CONSUME
+            topic.tenant,
+            topic.namespace,
+            role,
+            AuthAction.PRODUCE,
+            AuthAction.CONSUME,
+            topic=topic,
         )
 
     async def can_administer(self, tenant: str, role: str | None) -> bool:
@@ -187,11 +220,68 @@ class AuthorizationService:
         """Remove every action of ``role`` on ``namespace`` (no error when it had none)."""
         await self._write("HDEL", self._keys.namespace_permissions(namespace), role)
 
+    # -- topic permissions (admin API) ---------------------------------------------------
+
+    async def get_topic_permissions(self, topic: TopicName) -> dict[str, list[str]]:
+        """The grants that apply to ``topic``, read fresh: its namespace's, with the topic's
+        own added (Pulsar's ``getPermissionsOnTopic`` answers both)."""
+        out = {
+            role: set(actions)
+            for role, actions in (await self.get_permissions(topic.namespace)).items()
+        }
+        for role, actions in (await self._topic_grants(topic)).items():
+            out.setdefault(role, set()).update(actions)
+        return {role: sorted(actions) for role, actions in sorted(out.items())}
+
+    async def _topic_grants(self, topic: TopicName) -> dict[str, list[str]]:
+        key = self._keys.topic_permissions(topic.namespace)
+        raw = await self._lane.call("HGET", key, str(topic.partitioned_topic_name))
+        return {role: sorted(actions) for role, actions in _topic_grants(raw).items()}
+
+    async def grant_topic_permission(
+        self, topic: TopicName, role: str, actions: Iterable[str]
+    ) -> None:
+        """Set ``role``'s actions on ``topic`` (its partitions too), replacing earlier ones."""
+        grants = await self._topic_grants(topic)
+        grants[role] = sorted(set(actions))
+        await self._write_topic(topic, grants)
+
+    async def revoke_topic_permission(self, topic: TopicName, role: str) -> None:
+        """Remove ``role``'s grant on ``topic`` (no error when it had none)."""
+        grants = await self._topic_grants(topic)
+        if grants.pop(role, None) is not None:
+            await self._write_topic(topic, grants)
+
+    async def _write_topic(self, topic: TopicName, grants: dict[str, list[str]]) -> None:
+        key = self._keys.topic_permissions(topic.namespace)
+        name = str(topic.partitioned_topic_name)
+        if grants:
+            await self._write("HSET", key, name, json.dumps(grants, sort_keys=True))
+        else:
+            await self._write("HDEL", key, name)
+
     async def _write(self, command: str, key: str, *args: Any) -> None:
         await self._lane.call(command, key, *args)
         self.drop_cache()
         # The policies channel: every gateway's Policies drops its cache and tells us.
         self._lane.notify(self._keys.policies_channel)
+
+
+def _topic_grants(raw: bytes | str | None) -> dict[str, frozenset[str]]:
+    """A stored topic grant (JSON role -> actions), none when absent or bad."""
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {
+        str(role): frozenset(str(a) for a in actions)
+        for role, actions in value.items()
+        if isinstance(actions, list)
+    }
 
 
 def _admin_roles(raw: bytes | str | None) -> frozenset[str]:

@@ -226,8 +226,11 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "P:{B}:schemas",
         "list",
         "schema versions of a base topic (shared by its partitions), index = version, item "
-        '= JSON {"type", "name", "data" (base64), "properties"}',
-        "``register_schema.lua`` (compare and append)",
+        '= JSON {"type", "name", "data" (base64), "properties", "timestamp" (ms)}; a '
+        'deletion marker is an item with ``"deleted": true`` (it takes a version; the '
+        "versions before the latest one no longer count)",
+        "``register_schema.lua`` (compare and append); ``RPUSH`` of a deletion marker, "
+        "``DEL`` for a forced deletion (``schema_registry.py``)",
         "TopicKeys.schemas",
     ),
     KeySpec(
@@ -366,6 +369,14 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         'role -> JSON list of actions (["consume", "produce"])',
         "``policies/authorization.py`` (admin grant ``HSET``, revoke ``HDEL``)",
         "KeySchema.namespace_permissions",
+    ),
+    KeySpec(
+        "P:permissions:topics:<tenant/ns>",
+        "hash",
+        "topic (a partitioned topic's name for its partitions) -> JSON object role -> list "
+        "of actions: grants on single topics",
+        "``policies/authorization.py`` (admin topic grant and revoke)",
+        "KeySchema.topic_permissions",
     ),
     KeySpec(
         "P:gateways",
@@ -599,6 +610,9 @@ class KeySchema:
 
     def namespace_permissions(self, namespace: str) -> str:
         return f"{self.prefix}:permissions:ns:{namespace}"
+
+    def topic_permissions(self, namespace: str) -> str:
+        return f"{self.prefix}:permissions:topics:{namespace}"
 
     @property
     def gateways(self) -> str:

@@ -124,6 +124,7 @@ READ_ONLY: Final = frozenset(
         "backlog_usage",
         "internal_stats",
         "last_message_id",
+        "message_id_at_time",
         "position_at_time",
         "subscription_peek",
         "topic_stats",

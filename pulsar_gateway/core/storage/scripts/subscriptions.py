@@ -23,6 +23,7 @@ __all__ = [
     "SubscribeStatus",
     "failover_active",
     "last_message_id",
+    "message_id_at_time",
     "reap_consumers",
     "release_consumer",
     "renew_leases",
@@ -184,6 +185,14 @@ class LastEntry:
 def _last_entry(reply: list[Any]) -> LastEntry:
     last_id, fields, mark_delete = reply
     return LastEntry(StoredEntry.parse(last_id, fields) if last_id else None, mark_delete or None)
+
+
+def message_id_at_time(lane: ScriptRunner, stream: str, timestamp: int) -> asyncio.Future[Any]:
+    """The stream id of the first entry published at or after ``timestamp`` (ms), None when
+    there is none."""
+    return lane.eval(
+        SCRIPTS["message_id_at_time"], [stream], [timestamp], lambda reply: reply or None
+    )
 
 
 def last_message_id(
