@@ -7,7 +7,7 @@ adapter takes the services it calls from here: nothing in the core holds this ob
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pulsar_gateway.core.admin.compaction import CompactionService
@@ -17,6 +17,7 @@ from pulsar_gateway.core.admin.scheduled_messages import ScheduledMessages
 from pulsar_gateway.core.admin.subscription_admin import SubscriptionAdmin
 from pulsar_gateway.core.admin.unload import UnloadService
 from pulsar_gateway.core.consuming.subscription_service import SubscriptionService
+from pulsar_gateway.core.fleet.membership import Fleet
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.topic_metrics import TopicMetrics
 from pulsar_gateway.core.fleet.topic_stats import TopicStats
@@ -24,6 +25,7 @@ from pulsar_gateway.core.gate import Gate
 from pulsar_gateway.core.policies.authentication import AuthenticationService
 from pulsar_gateway.core.policies.authorization import AuthorizationService
 from pulsar_gateway.core.policies.backlog_quota import BacklogQuotas
+from pulsar_gateway.core.policies.backlog_quota_monitor import BacklogQuotaMonitor
 from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
 from pulsar_gateway.core.policies.policies import Policies
 from pulsar_gateway.core.producing.producer_service import ProducerService
@@ -81,6 +83,10 @@ class Services:
             when they reach the limit (front ends stop reading producers).
         storage_backlog: closed while Redis is behind (the storage lane's queue is long):
             front ends stop reading their clients until it opens.
+        fleet: the live gateways (the admin API's brokers) and this one's membership.
+        backlog_quota_monitor: this gateway's backlog quota checks (run one on demand).
+        runtime_configuration: this gateway's settings by Pulsar's names, secrets left
+            out (``GET /admin/v2/brokers/configuration/runtime``).
     """
 
     producers: ProducerService
@@ -106,3 +112,6 @@ class Services:
     limits: Limits
     publish_buffer: PublishBuffer
     storage_backlog: Gate
+    fleet: Fleet
+    backlog_quota_monitor: BacklogQuotaMonitor
+    runtime_configuration: Mapping[str, str]

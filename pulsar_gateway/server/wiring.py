@@ -30,6 +30,7 @@ from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
 from pulsar_gateway.core.policies.retention import Lifecycle
 from pulsar_gateway.core.services import Limits, Services
 from pulsar_gateway.server.config import GatewayConfig
+from pulsar_gateway.server.runtime_configuration import runtime_configuration
 
 __all__ = ["Core", "build"]
 
@@ -209,7 +210,9 @@ def build(
     )
 
     # the fleet: membership, rate reports, stats, metrics
-    membership = fleet.Fleet(lane, keys.gateways, gateway_id, lease_ms)
+    membership = fleet.Fleet(
+        lane, keys.gateways, gateway_id, lease_ms, info=keys.gateway_info, cluster=cluster
+    )
     rates = fleet.RateReporter(
         lane,
         keys,
@@ -291,6 +294,9 @@ def build(
         ),
         publish_buffer=publish_buffer,
         storage_backlog=lane.backlog,
+        fleet=membership,
+        backlog_quota_monitor=backlog_quota_monitor,
+        runtime_configuration=runtime_configuration(config),
     )
     return Core(
         gateway_id,

@@ -8,17 +8,68 @@ members back; a topic's metrics are exported by the member with the highest rend
 hash (Murmur3 of gateway id and topic), so when a gateway joins or leaves only its share
 of topics moves, and every gateway agrees once their views of the members agree (within
 one renewal).
+
+The admin API lists the fleet's gateways as Pulsar lists a cluster's brokers (``GET
+/admin/v2/brokers``, by broker id ``host:httpPort``), so with each renewal a gateway whose
+ports are bound also writes what it advertises, and when it started, into the
+``gateways:info`` hash; a reader keeps only the live members' entries and drops the others
+(a gateway that crashed never said goodbye). The fleet's "leader" (``GET
+/admin/v2/brokers/leaderBroker``) is its oldest live member: every gateway reads the same
+start times, so they agree without an election.
 """
 
 from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
 
 import mmh3
 
 from pulsar_gateway.core.periodic import Periodic
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import metadata
+from pulsar_gateway.core.topics.cluster import Cluster
 
-__all__ = ["Fleet", "owner"]
+__all__ = ["Fleet", "Member", "owner"]
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A live gateway as it advertises itself.
+
+    Attributes:
+        gateway_id: its id in the fleet.
+        broker_id: ``host:httpPort``, Pulsar's broker id.
+        service_url, service_url_tls: its ``http://`` (and ``https://``) admin URL.
+        broker_service_url, broker_service_url_tls: its ``pulsar://`` (``pulsar+ssl://``) URL.
+        started: when it started (ms since the epoch, its own clock).
+    """
+
+    gateway_id: str
+    broker_id: str
+    service_url: str
+    service_url_tls: str | None
+    broker_service_url: str
+    broker_service_url_tls: str | None
+    started: int
+
+    @classmethod
+    def from_json(cls, gateway_id: str, text: str) -> Member | None:
+        """The member an info entry describes; None for an entry it cannot read."""
+        try:
+            data = json.loads(text)
+            return cls(
+                gateway_id,
+                str(data["brokerId"]),
+                str(data["serviceUrl"]),
+                data.get("serviceUrlTls"),
+                str(data["brokerServiceUrl"]),
+                data.get("brokerServiceUrlTls"),
+                int(data["started"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 def owner(topic: str, members: list[str]) -> str | None:
@@ -31,13 +82,27 @@ class Fleet:
 
     Args:
         lane: storage; ``gateways``: the fleet's lease zset (:meth:`KeySchema.gateways`).
+        info: the members' descriptions (:meth:`KeySchema.gateway_info`), with ``cluster``
+            (this gateway's advertised URLs); without them nothing is described.
         gateway_id: this gateway.
         lease_ms: the membership lease, renewed every third of it (as a consumer's).
     """
 
-    def __init__(self, lane: Lane, gateways: str, gateway_id: str, lease_ms: int) -> None:
+    def __init__(
+        self,
+        lane: Lane,
+        gateways: str,
+        gateway_id: str,
+        lease_ms: int,
+        info: str | None = None,
+        cluster: Cluster | None = None,
+    ) -> None:
         self._lane = lane
         self._gateways = gateways
+        #: the ``gateways:info`` hash and what this gateway advertises (None: not written)
+        self._info = info
+        self._cluster = cluster
+        self.started = int(time.time() * 1000)
         self.gateway_id = gateway_id
         self._lease_ms = lease_ms
         self.members: list[str] = [gateway_id]
@@ -51,7 +116,47 @@ class Fleet:
         self.members = await metadata.gateway_heartbeat(
             self._lane, self._gateways, gateway_id=self.gateway_id, lease_ms=self._lease_ms
         )
+        description = self._description()
+        if description is not None and self._info is not None:
+            # every renewal, so a Redis that lost the hash (restart, failover) gets it back
+            await self._lane.call("HSET", self._info, self.gateway_id, description)
         return self.members
+
+    def _description(self) -> str | None:
+        cluster = self._cluster
+        if cluster is None or not cluster.advertised:
+            return None  # the ports are not bound yet: the URLs would name the defaults
+        return json.dumps(
+            {
+                "brokerId": cluster.broker_id,
+                "serviceUrl": cluster.service_url,
+                "serviceUrlTls": cluster.service_url_tls,
+                "brokerServiceUrl": cluster.broker_service_url,
+                "brokerServiceUrlTls": cluster.broker_service_url_tls,
+                "started": self.started,
+            }
+        )
+
+    async def described_members(self) -> list[Member]:
+        """The live members that described themselves, oldest first (ties by id): the
+        first is the fleet's leader. Entries of gateways no longer live are removed."""
+        members = set(await self.heartbeat())
+        if self._info is None:
+            return []
+        raw = await self._lane.call("HGETALL", self._info)
+        entries = dict(zip(raw[::2], raw[1::2], strict=True)) if isinstance(raw, list) else raw
+        out, gone = [], []
+        for key, value in entries.items():
+            gateway_id = key.decode() if isinstance(key, bytes) else str(key)
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            member = Member.from_json(gateway_id, text)
+            if gateway_id not in members:
+                gone.append(gateway_id)
+            elif member is not None:
+                out.append(member)
+        if gone:
+            await self._lane.call("HDEL", self._info, *gone)
+        return sorted(out, key=lambda member: (member.started, member.gateway_id))
 
     async def leave(self) -> None:
         """Stop heart-beating and leave the fleet (shutdown)."""
@@ -59,6 +164,8 @@ class Fleet:
         await metadata.gateway_heartbeat(
             self._lane, self._gateways, gateway_id=self.gateway_id, lease_ms=0
         )
+        if self._info is not None:
+            await self._lane.call("HDEL", self._info, self.gateway_id)
 
     def owns(self, topic: str) -> bool:
         """Whether this gateway exports ``topic``'s metrics."""

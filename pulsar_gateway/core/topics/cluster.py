@@ -122,6 +122,8 @@ class Cluster:
         self.http_port = 8080
         self.broker_port_tls: int | None = None
         self.http_port_tls: int | None = None
+        #: whether the ports are known (:meth:`advertise`): until then the URLs name defaults
+        self.advertised = False
 
     def listener(self, name: str) -> AdvertisedListener:
         """The advertised listener ``name``.
@@ -144,6 +146,7 @@ class Cluster:
         """Record the ports this gateway listens on (the TLS ones None without TLS)."""
         self.broker_port, self.http_port = broker_port, http_port
         self.broker_port_tls, self.http_port_tls = broker_port_tls, http_port_tls
+        self.advertised = True
 
     @property
     def broker_service_url(self) -> str:
@@ -170,6 +173,12 @@ class Cluster:
         if self.http_port_tls is None:
             return None
         return f"https://{self.advertised_host}:{self.http_port_tls}"
+
+    @property
+    def broker_id(self) -> str:
+        """``host:httpPort``: Pulsar's broker id (``PulsarService.getBrokerId``), what the
+        admin API lists as an active broker."""
+        return f"{self.advertised_host}:{self.http_port}"
 
     def internal_configuration(self) -> dict[str, str]:
         """Pulsar's ``InternalConfigurationData``: the metadata store and the ledgers' home
