@@ -91,9 +91,10 @@ def broker_time(client: redis.Redis | ClusterClient, topic: str, message_id: Any
 
 
 def data_keys(client: redis.Redis | ClusterClient) -> list[str]:
-    """Every key in Redis but the fleet's bookkeeping, sorted: the gateway registry and the
-    rate reports (written by any live gateway) and the tenant registry (which holds the
-    standalone defaults from the start). For tests that check what a topic leaves behind.
+    """Every key in Redis but the fleet's bookkeeping, sorted: the gateway registry, the
+    gateways' descriptions of themselves and the rate reports (written by any live gateway)
+    and the tenant registry (which holds the standalone defaults from the start). For tests
+    that check what a topic leaves behind.
     ``SCAN`` (not ``KEYS``, which a cluster client sends to one node): on a cluster, the
     client walks every master."""
     schema = KeySchema()
@@ -101,7 +102,7 @@ def data_keys(client: redis.Redis | ClusterClient) -> list[str]:
     return sorted(
         key
         for key in {k.decode() for k in client.scan_iter()}
-        if key not in (schema.gateways, schema.tenants)
+        if key not in (schema.gateways, schema.gateway_info, schema.tenants)
         and not key.startswith(registry)
         and not key.endswith(":gateway-stats")
     )
