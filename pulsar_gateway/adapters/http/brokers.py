@@ -11,7 +11,7 @@ Paths and answers::
     GET  /admin/v2/brokers                      the live gateways' broker ids
     GET  /admin/v2/brokers/{cluster}            the same; 404 for another cluster
     GET  /admin/v2/brokers/leaderBroker         BrokerInfo of the oldest live gateway
-    GET  /admin/v2/brokers/ready                "ok" once started (503 while stopping)
+    GET  /admin/v2/brokers/ready                "ok" (503 until the ports are bound)
     GET  /admin/v2/brokers/version              the gateway's version
     GET  /admin/v2/brokers/configuration        [] (no dynamic configuration)
     GET  /admin/v2/brokers/configuration/values {} (nothing overridden)
