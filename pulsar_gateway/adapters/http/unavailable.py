@@ -109,8 +109,8 @@ async def not_applicable(request: web.Request) -> web.Response:
 
 # -- what can be read: there is none of it ------------------------------------------------------
 
-#: Pulsar's ``ResourceQuota`` of a bundle nobody set a quota for (``ResourceQuotaCache``'s
-#: initial value): what ``GET /resource-quotas`` answers on a broker left at its defaults.
+#: Pulsar's ``ResourceQuota`` of a bundle nobody set a quota for (``BundlesQuotas.
+#: INITIAL_QUOTA``): what ``GET /resource-quotas`` answers on a broker left at its defaults.
 DEFAULT_QUOTA: Final[dict[str, Any]] = {
     "msgRateIn": 40.0,
     "msgRateOut": 120.0,
