@@ -14,6 +14,7 @@ import pulsar
 import pytest
 
 from pulsar_gateway.adapters.http.policies import PULSAR_POLICIES
+from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread
 
@@ -323,3 +324,32 @@ def test_compaction_threshold_accepts_put_as_pulsar_admin_sends_it(
     url = f"{gateway.http_url}{NS}/compactionThreshold"
     assert admin("PUT", url, 1048576) == (204, None)
     assert admin("GET", url) == (200, 1048576)
+
+
+def test_subscription_properties_live_and_die_with_the_subscription(
+    gateway: GatewayThread, redis_clean: Any
+) -> None:
+    base = f"{gateway.http_url}{TOPICS}/sub-props"
+    url = f"{base}/subscription/s/properties"
+    assert admin("PUT", f"{base}/subscription/s")[0] == 204
+    assert admin("GET", url) == (200, {})
+    assert admin("PUT", url, {"team": "a", "tier": "1"})[0] == 204
+    assert admin("PUT", url, {"team": "b"})[0] == 204  # the map is replaced, as Pulsar does
+    assert admin("GET", url) == (200, {"team": "b"})
+    assert admin("PUT", url, ["not", "a", "map"])[0] == 412
+    assert admin("GET", f"{base}/subscription/nope/properties")[0] == 404
+    assert admin("PUT", f"{base}/subscription/nope/properties", {"a": "b"})[0] == 404
+    assert admin("DELETE", f"{base}/subscription/s")[0] == 204
+    key = KeySchema().topic("persistent://public/default/sub-props").subscription_properties("s")
+    assert redis_clean.exists(key) == 0
+    assert admin("PUT", f"{base}/subscription/s")[0] == 204  # a new subscription: no properties
+    assert admin("GET", url) == (200, {})
+
+
+def test_subscription_properties_on_a_partitioned_topic(gateway: GatewayThread) -> None:
+    base = f"{gateway.http_url}{TOPICS}/sub-props-p"
+    assert admin("PUT", f"{base}/partitions", 2)[0] == 204
+    assert admin("PUT", f"{base}/subscription/s")[0] == 204
+    assert admin("PUT", f"{base}/subscription/s/properties", {"k": "v"})[0] == 204
+    assert admin("GET", f"{base}/subscription/s/properties") == (200, {"k": "v"})
+    assert admin("GET", f"{base}-partition-1/subscription/s/properties") == (200, {"k": "v"})

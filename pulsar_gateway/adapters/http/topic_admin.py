@@ -172,6 +172,24 @@ async def _subscription_stats(services: Services, request: web.Request) -> dict[
     return dict(sub)
 
 
+async def get_subscription_properties(services: Services, request: web.Request) -> dict[str, str]:
+    topic = topic_name(request)
+    return await services.subscription_admin.properties(topic, request.match_info["subName"])
+
+
+async def update_subscription_properties(services: Services, request: web.Request) -> None:
+    """``PUT .../subscription/{subName}/properties``: the given map replaces the old one."""
+    topic = topic_name(request)
+    body = await read_json(request)
+    if body is None:
+        body = {}
+    if not isinstance(body, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in body.items()
+    ):
+        raise fail(web.HTTPPreconditionFailed, "Invalid properties: expected a map of strings")
+    await services.subscription_admin.update_properties(topic, request.match_info["subName"], body)
+
+
 async def analyze_backlog(services: Services, request: web.Request) -> dict[str, Any]:
     """``AnalyzeSubscriptionBacklogResult``: with no entry filters, every backlog entry is
     accepted."""
@@ -244,6 +262,8 @@ _ROUTES: tuple[tuple[str, str, Body], ...] = (
     ("PUT", f"{_DOMAIN_TOPIC}/properties", update_properties),
     ("DELETE", f"{_DOMAIN_TOPIC}/properties", remove_property),
     ("POST", f"{_DOMAIN_TOPIC}/{_SUB}/analyzeBacklog", analyze_backlog),
+    ("GET", f"{_DOMAIN_TOPIC}/{_SUB}/properties", get_subscription_properties),
+    ("PUT", f"{_DOMAIN_TOPIC}/{_SUB}/properties", update_subscription_properties),
     (
         "GET",
         f"{_DOMAIN_TOPIC}/{_SUB}/replicatedSubscriptionStatus",
@@ -284,6 +304,10 @@ DOCS: dict[tuple[str, str], Doc] = {
     ("PUT", f"{TOPIC}/properties"): Doc(_TAG, "Add properties", body=STR_MAP, ok=204),
     ("DELETE", f"{TOPIC}/properties"): Doc(
         _TAG, "Remove one property", query=(("key", "string"),), ok=204
+    ),
+    ("GET", f"{_SUB_DOC}/properties"): Doc(_TAG, "A subscription's properties", response=STR_MAP),
+    ("PUT", f"{_SUB_DOC}/properties"): Doc(
+        _TAG, "Replace a subscription's properties", body=STR_MAP, ok=204
     ),
     ("POST", f"{_SUB_DOC}/analyzeBacklog"): Doc(
         _TAG, "Analyze a subscription's backlog", response=obj()

@@ -222,6 +222,51 @@ class SubscriptionAdmin:
             dry_run=dry_run,
         )
 
+    # -- properties (PIP-105) ------------------------------------------------------------
+
+    async def properties(self, topic: TopicName, subscription: str) -> dict[str, str]:
+        """The subscription's properties (a partitioned topic's: every partition's, merged,
+        as Pulsar's ``getSubscriptionProperties`` answers).
+
+        Raises:
+            SubscriptionNotFound / TopicNotFound.
+        """
+        return await self._properties(topic, subscription, None)
+
+    async def update_properties(
+        self, topic: TopicName, subscription: str, properties: dict[str, str]
+    ) -> None:
+        """Replace the subscription's properties (on every partition); Pulsar's
+        ``updateSubscriptionProperties``.
+
+        Raises:
+            SubscriptionNotFound / TopicNotFound.
+        """
+        await self._properties(topic, subscription, properties)
+
+    async def _properties(
+        self, topic: TopicName, subscription: str, replace: dict[str, str] | None
+    ) -> dict[str, str]:
+        handles = await self.partitions(topic)
+        replies = await asyncio.gather(
+            *(
+                cursors.subscription_properties(
+                    self._lane,
+                    h.keys.subscription(subscription),
+                    subscription=subscription,
+                    replace=replace,
+                )
+                for h in handles
+            )
+        )
+        found = [reply for reply in replies if reply is not None]
+        if not found:
+            raise await self._not_found(topic, subscription)
+        merged: dict[str, str] = {}
+        for reply in found:
+            merged.update(reply)
+        return merged
+
     # -- cursor moves --------------------------------------------------------------------
 
     async def skip(self, topic: TopicName, subscription: str, entries: int) -> int:

@@ -169,6 +169,13 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "TopicKeys.delayed",
     ),
     KeySpec(
+        "P:{T}:sub-props:<sub>",
+        "hash",
+        "a subscription's properties (PIP-105): name -> value",
+        "``subscription_properties.lua`` (admin update); deleted with the subscription",
+        "TopicKeys.subscription_properties",
+    ),
+    KeySpec(
         "P:{T}:np-consumers:<sub>",
         "zset",
         "``<type>|<consumer name>|<uid>`` of a non-persistent subscription's consumers -> "
@@ -459,6 +466,9 @@ class TopicKeys:
     def delayed(self, subscription: str) -> str:
         return f"{self._base}:delayed:{subscription}"
 
+    def subscription_properties(self, subscription: str) -> str:
+        return f"{self._base}:sub-props:{subscription}"
+
     def subscription(self, subscription: str) -> SubscriptionKeys:
         """The keys of one subscription, by name."""
         return SubscriptionKeys(
@@ -471,6 +481,7 @@ class TopicKeys:
             self.ack_sets(subscription),
             self.non_persistent_consumers(subscription),
             self.delayed(subscription),
+            self.subscription_properties(subscription),
         )
 
     @property
@@ -550,6 +561,7 @@ class SubscriptionKeys:
     ack_sets: str
     non_persistent_consumers: str
     delayed: str
+    properties: str
 
     @property
     def all(self) -> list[str]:
@@ -563,6 +575,7 @@ class SubscriptionKeys:
             self.ack_sets,
             self.non_persistent_consumers,
             self.delayed,
+            self.properties,
         ]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pulsar_gateway.core.model.entry import StoredEntry
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
-from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, count_or_none
+from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, count_or_none, text
 
 __all__ = [
     "DeleteReply",
@@ -24,6 +24,7 @@ __all__ = [
     "subscription_expire_at",
     "subscription_expire_by_age",
     "subscription_peek",
+    "subscription_properties",
     "subscription_reset_at",
     "subscription_reset_to",
     "subscription_skip",
@@ -37,6 +38,28 @@ def subscription_create(
     latest, ``0`` earliest, or the id just before the first entry to deliver). Resolves
     False when it exists already."""
     return lane.eval(SCRIPTS["subscription_create"], keys.all, [subscription, position], bool)
+
+
+def subscription_properties(
+    lane: ScriptRunner,
+    keys: SubscriptionKeys,
+    *,
+    subscription: str,
+    replace: dict[str, str] | None = None,
+) -> asyncio.Future[dict[str, str] | None]:
+    """The subscription's properties, after replacing them all with ``replace`` when given;
+    None when there is no such subscription."""
+
+    def decode(reply: Any) -> dict[str, str] | None:
+        if not isinstance(reply, list):
+            return None
+        pairs = [text(item) for item in reply]
+        return dict(zip(pairs[::2], pairs[1::2], strict=True))
+
+    args: list[Any] = [subscription, "0" if replace is None else "1"]
+    for name, value in (replace or {}).items():
+        args += [name, value]
+    return lane.eval(SCRIPTS["subscription_properties"], keys.all, args, decode)
 
 
 class DeleteStatus(enum.IntEnum):

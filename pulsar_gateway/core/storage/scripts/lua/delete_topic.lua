@@ -6,7 +6,7 @@ any consumer holds a live lease, as Pulsar refuses while clients are connected
 KEYS[1] topic stream   KEYS[2] subscriptions hash (name -> type)
 KEYS[3..] the producer registry, epoch, deduplication, ledger and schema keys, then the keys of the
   subscriptions named in ARGV[3..] (SubscriptionKeys.all in keys.py, SUB_KEYS
-  each); every zset among them but the scheduled-message indexes (the last key of each
+  each); every zset among them but the scheduled-message indexes (the ninth key of each
   subscription's) is a lease set (member -> expiry ms) that makes the topic busy while a
   lease is live (a connected producer or consumer)
 ARGV[1] '1' force   ARGV[2] '1' dry run (check only)
@@ -17,7 +17,7 @@ Returns {code, message, existed}
   code 1 busy: a consumer is connected (and not force)
   code 2 retry: a subscription was created since the caller read the list
 ]]
-local SUB_KEYS = 9
+local SUB_KEYS, SCHEDULED = 10, 9
 local stream, subs = KEYS[1], KEYS[2]
 local force, dry_run = ARGV[1] == '1', ARGV[2] == '1'
 local topic_keys = #KEYS - SUB_KEYS * (#ARGV - 2)
@@ -31,7 +31,7 @@ end
 if not force then
   local now = now_ms()
   for i = 3, #KEYS do
-    local scheduled = i > topic_keys and (i - topic_keys) % SUB_KEYS == 0
+    local scheduled = i > topic_keys and (i - topic_keys) % SUB_KEYS == SCHEDULED
     if not scheduled and redis.call('TYPE', KEYS[i]).ok == 'zset'
         and redis.call('ZCOUNT', KEYS[i], '(' .. now, '+inf') > 0 then
       return {1, 'Topic has active producers/subscriptions', 0}

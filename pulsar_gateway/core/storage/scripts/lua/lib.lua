@@ -23,7 +23,7 @@ local function sub_keys()
   return {
     stream = KEYS[1], subs = KEYS[2], consumers = KEYS[3], info = KEYS[4],
     ranges = KEYS[5], joined = KEYS[6], acksets = KEYS[7], np_consumers = KEYS[8],
-    delayed = KEYS[9],
+    delayed = KEYS[9], properties = KEYS[10],
   }
 end
 
@@ -634,7 +634,8 @@ local function release_consumer(k, group, uid, parked)
   if not durable and redis.call('ZCARD', k.consumers) <= 1 then
     if group_exists(k.stream, group) then redis.call('XGROUP', 'DESTROY', k.stream, group) end
     redis.call('HDEL', k.subs, group)
-    redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed)
+    redis.call(
+      'DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed, k.properties)
     return 0
   end
   local moved = 0

@@ -21,5 +21,7 @@ if live > 0 and not force then return {1, live} end
 if ARGV[3] == '1' then return {0, live} end
 if exists then redis.call('XGROUP', 'DESTROY', k.stream, group) end
 redis.call('HDEL', k.subs, group)
-redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.np_consumers, k.delayed)
+redis.call(
+  'DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.np_consumers, k.delayed,
+  k.properties)
 return {0, live}

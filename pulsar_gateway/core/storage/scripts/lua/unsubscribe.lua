@@ -19,5 +19,5 @@ if group_exists(k.stream, group) then
   redis.call('XGROUP', 'DESTROY', k.stream, group)
 end
 redis.call('HDEL', k.subs, group)
-redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed)
+redis.call('DEL', k.consumers, k.info, k.ranges, k.joined, k.acksets, k.delayed, k.properties)
 return {0, 'OK'}
