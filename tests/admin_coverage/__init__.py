@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-__all__ = ["Operation", "Answer", "load_operations", "probe", "coverage_table"]
+__all__ = ["Answer", "Operation", "coverage_table", "load_operations", "probe"]
 
 OPERATIONS_FILE = Path(__file__).with_name("operations.tsv")
 

@@ -19,16 +19,22 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pulsar_gateway.adapters.http import (
     auth,
     backlog_quota,
+    brokers,
     compaction,
     lookup,
+    namespaces,
     openapi,
     policies,
     rest_produce,
     scheduled,
+    schemas,
     stats,
     subscriptions,
     tenants,
+    topic_admin,
     topics,
+    unavailable,
+    unload,
 )
 from pulsar_gateway.adapters.resource import SERVICES
 from pulsar_gateway.adapters.websocket import routes as websocket
@@ -139,16 +145,22 @@ def make_app(services: Services) -> web.Application:
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/admin/v2/brokers/internal-configuration", internal_configuration)
     app.router.add_get("/metrics", metrics)
+    namespaces.add_routes(app)  # first: /namespaces/{cluster}/antiAffinity/{group}
     policies.add_routes(app)
     compaction.add_routes(app)
     topics.add_routes(app)
+    unload.add_routes(app)
+    topic_admin.add_routes(app)
     scheduled.add_routes(app)
     stats.add_routes(app)
     subscriptions.add_routes(app)
     rest_produce.add_routes(app)
     tenants.add_routes(app)
     backlog_quota.add_routes(app)
+    schemas.add_routes(app)
     lookup.add_routes(app)
+    brokers.add_routes(app)
+    unavailable.add_routes(app)
     openapi.add_routes(app)
     websocket.add_routes(app)
     auth.add_routes(app)

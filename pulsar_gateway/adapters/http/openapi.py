@@ -17,6 +17,15 @@ from typing import Any
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http import (
+    brokers,
+    namespaces,
+    permissions,
+    schemas,
+    topic_admin,
+    unavailable,
+    unload,
+)
 from pulsar_gateway.adapters.http.described import BOOL, INT, NUM, STR, STR_MAP, TOPIC, Doc, obj
 from pulsar_gateway.adapters.http.policies import POLICIES, PolicySpec
 
@@ -435,6 +444,8 @@ def _policy_operations(specs: tuple[PolicySpec, ...]) -> dict[tuple[str, str], D
                 out[method, path] = Doc(POLICIES_TAG, summary, response=spec.schema)
             elif method == "DELETE":
                 out[method, path] = Doc(POLICIES_TAG, summary, ok=204)
+            elif spec.unavailable is not None:  # answered 501 with the reason
+                out[method, path] = Doc(POLICIES_TAG, summary, response="Error", ok=501)
             else:
                 body = None if query else spec.schema
                 out[method, path] = Doc(POLICIES_TAG, summary, body=body, query=query, ok=204)
@@ -442,6 +453,10 @@ def _policy_operations(specs: tuple[PolicySpec, ...]) -> dict[tuple[str, str], D
 
 
 OPERATIONS.update(_policy_operations(POLICIES))
+OPERATIONS.update(unload.DOCS)
+OPERATIONS.update(namespaces.DOCS)
+OPERATIONS.update(topic_admin.DOCS)
+OPERATIONS.update(permissions.DOCS)
 
 # -- subscriptions and cursors (adapters/http/subscriptions.py) ---------------------------
 
@@ -549,6 +564,10 @@ OPERATIONS.update(
         ),
     }
 )
+OPERATIONS.update(schemas.DOCS)
+OPERATIONS.update(_policy_operations(schemas.SCHEMA_POLICIES))
+OPERATIONS.update(brokers.DOCS)
+OPERATIONS.update(unavailable.DOCS)
 
 
 def served_operations(app: web.Application) -> list[tuple[str, str]]:
@@ -588,7 +607,9 @@ def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
         responses["204"] = {"description": "Done"}
     else:
         content = {doc.content_type: {"schema": _schema(doc.response or {"type": "object"})}}
-        responses[str(doc.ok)] = {"description": "OK", "content": content}
+        # 501: an operation that cannot mean anything here (adapters/http/unavailable.py)
+        description = "Not Implemented" if doc.ok == 501 else "OK"
+        responses[str(doc.ok)] = {"description": description, "content": content}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     responses["default"] = {
         "description": "Error: 400/412 invalid input, 401/403 not authorised, 404 missing, "

@@ -316,7 +316,11 @@ DOCS: dict[tuple[str, str], Doc] = {
         _TAG, "Whether the subscription is replicated (never)", response=obj()
     ),
     ("POST", f"{_SUB_DOC}/replicatedSubscriptionStatus"): Doc(
-        _TAG, "Enable (501: no geo-replication) or disable replication", body=BOOL, ok=204
+        _TAG,
+        "Disable replication (204); enabling it does not apply: 501, no geo-replication",
+        body=BOOL,
+        response="Error",
+        ok=501,
     ),
     ("GET", f"{TOPIC}/offload"): Doc(_TAG, "Offload status (does not apply: 501)", ok=501),
     ("PUT", f"{TOPIC}/offload"): Doc(_TAG, "Trigger an offload (does not apply: 501)", ok=501),
