@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import pytest
 
-from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
-from pulsar_gateway.adapters.http.unavailable import UNAVAILABLE
+from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
+from pulsar_gateway.adapters.http.admin.unavailable import UNAVAILABLE
 from tests.adminhttp import admin, admin_text
 from tests.conftest import GatewayThread, wait_for
 

@@ -1,5 +1,5 @@
 """Pulsar's admin operations over whole namespaces and single topics
-(``adapters/http/namespaces.py``, ``topic_admin.py``) and the policy catalogue
+(``adapters/http/admin/namespaces.py``, ``topics/operations.py``) and the policy catalogue
 (``policies.py``), against a live gateway with a real HTTP client and the official
 client."""
 
@@ -13,7 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from pulsar_gateway.adapters.http.policies import PULSAR_POLICIES
+from pulsar_gateway.adapters.http.admin.policies import PULSAR_POLICIES
 from pulsar_gateway.core.storage.keys import KeySchema
 from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread

@@ -2,9 +2,9 @@
 official client (pulsar-client 3.13): each operation's effect is observed on real consumers.
 
 Paths and statuses follow ``PersistentTopics.java`` / ``PersistentTopicsBase.java``; see
-``pulsar_gateway/adapters/http/subscriptions.py``. Consumers that must see a cursor move start with
-an empty receiver queue (everything acknowledged), because a client keeps what it prefetched when
-its consumer is reconnected.
+``pulsar_gateway/adapters/http/topics/subscriptions.py``. Consumers that must see a cursor
+move start with an empty receiver queue (everything acknowledged), because a client keeps
+what it prefetched when its consumer is reconnected.
 """
 
 from __future__ import annotations
@@ -683,7 +683,7 @@ def test_error_statuses(gateway, client_factory, topic):
     assert admin("POST", sub_url(gateway, topic, "s") + "/skip/-1")[0] == 400
     assert admin("PUT", sub_url(gateway, topic, "s2"), raw="{bad")[0] == 400
 
-    # Invalid names are 412, as topics.py answers them.
+    # Invalid names are 412, as topics/lifecycle.py answers them.
     bad = f"{gateway.http_url}/admin/v2/persistent/public/bad%20ns/{topic}"
     assert admin("GET", f"{bad}/subscriptions") == (412, {"reason": "Topic name is not valid"})
     assert admin("POST", f"{bad}/subscription/s/skip_all")[0] == 412

@@ -1,6 +1,7 @@
 """A subscription's scheduled (delayed) messages over the admin REST API, with aiohttp:
 list, cancel, reschedule (beyond Pulsar, whose delayed-delivery trackers cannot show or
-change what they hold; see ``pulsar_gateway/adapters/http/scheduled.py`` for the paths and JSON).
+change what they hold; see ``pulsar_gateway/adapters/http/topics/scheduled.py`` for the
+paths and JSON).
 
 Messages come from the official client's ``deliver_at`` / ``deliver_after``
 (MessageMetadata.deliver_at_time); subscriptions are Shared, where delayed messages are

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from pulsar_gateway.adapters.http.admin.tenants import parse_policies, policies_document
 from pulsar_gateway.adapters.http.lookup import lookup_data
-from pulsar_gateway.adapters.http.tenants import parse_policies, policies_document
 from pulsar_gateway.core.errors import InvalidNamespaceName, InvalidTenantInfo
 from pulsar_gateway.core.policies.backlog_quota import (
     exceeds_retention,

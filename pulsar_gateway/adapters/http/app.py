@@ -16,25 +16,24 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from pulsar_gateway.adapters.http import (
-    auth,
+from pulsar_gateway.adapters.http import auth, lookup, openapi, rest_produce
+from pulsar_gateway.adapters.http.admin import (
     backlog_quota,
     brokers,
-    compaction,
-    lookup,
     namespaces,
-    openapi,
     policies,
-    rest_produce,
-    scheduled,
     schemas,
-    stats,
-    subscriptions,
     tenants,
-    topic_admin,
-    topics,
     unavailable,
     unload,
+)
+from pulsar_gateway.adapters.http.topics import (
+    compaction,
+    lifecycle,
+    operations,
+    scheduled,
+    stats,
+    subscriptions,
 )
 from pulsar_gateway.adapters.resource import SERVICES
 from pulsar_gateway.adapters.websocket import routes as websocket
@@ -148,9 +147,9 @@ def make_app(services: Services) -> web.Application:
     namespaces.add_routes(app)  # first: /namespaces/{cluster}/antiAffinity/{group}
     policies.add_routes(app)
     compaction.add_routes(app)
-    topics.add_routes(app)
+    lifecycle.add_routes(app)
     unload.add_routes(app)
-    topic_admin.add_routes(app)
+    operations.add_routes(app)
     scheduled.add_routes(app)
     stats.add_routes(app)
     subscriptions.add_routes(app)

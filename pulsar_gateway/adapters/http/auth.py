@@ -61,7 +61,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.http import permissions
+from pulsar_gateway.adapters.http.admin import permissions
 from pulsar_gateway.adapters.peer_certificate import certificate_role
 from pulsar_gateway.adapters.resource import SERVICES, fail, http_error
 from pulsar_gateway.core import (

@@ -29,14 +29,14 @@ Topics are created on first use inside an existing namespace, as on a broker wit
 (``validateTopicName``); Pulsar's lookup resource lets the parser's error escape.
 Partitioned topics need no lookup variant: clients read the partition count from the admin
 ``.../partitions`` resource
-(pulsar_gateway/adapters/http/topics.py) and look up each partition here.
+(pulsar_gateway/adapters/http/topics/lifecycle.py) and look up each partition here.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
+from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.resource import Body, fail, handler
 from pulsar_gateway.core import (
     InvalidTopicName,

@@ -4,8 +4,8 @@ The description is built from the routes the app actually serves (``app.router``
 looked up in :data:`OPERATIONS` for its summary, tag, parameters and JSON shapes: a route
 added without an entry here is left out of the description, and ``tests/integration/
 test_openapi.py`` fails, so the description cannot silently fall behind the code. Policy
-routes are described from :data:`pulsar_gateway.adapters.http.policies.POLICIES`, which carries each
-policy's JSON schema.
+routes are described from :data:`pulsar_gateway.adapters.http.admin.policies.POLICIES`,
+which carries each policy's JSON schema; route modules describe their own routes (``DOCS``).
 
 Shapes are Pulsar's JSON (``TopicStats``, ``ProducerMessages``, ...) with their main
 fields; ``additionalProperties`` stays open where Pulsar's objects have more.
@@ -17,17 +17,17 @@ from typing import Any
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.http import (
+from pulsar_gateway.adapters.http.admin import (
     brokers,
     namespaces,
     permissions,
     schemas,
-    topic_admin,
     unavailable,
     unload,
 )
+from pulsar_gateway.adapters.http.admin.policies import POLICIES, PolicySpec
 from pulsar_gateway.adapters.http.described import BOOL, INT, NUM, STR, STR_MAP, TOPIC, Doc, obj
-from pulsar_gateway.adapters.http.policies import POLICIES, PolicySpec
+from pulsar_gateway.adapters.http.topics import operations
 
 __all__ = ["OPERATIONS", "PATH", "Doc", "add_routes", "build_spec", "served_operations"]
 
@@ -455,10 +455,10 @@ def _policy_operations(specs: tuple[PolicySpec, ...]) -> dict[tuple[str, str], D
 OPERATIONS.update(_policy_operations(POLICIES))
 OPERATIONS.update(unload.DOCS)
 OPERATIONS.update(namespaces.DOCS)
-OPERATIONS.update(topic_admin.DOCS)
+OPERATIONS.update(operations.DOCS)
 OPERATIONS.update(permissions.DOCS)
 
-# -- subscriptions and cursors (adapters/http/subscriptions.py) ---------------------------
+# -- subscriptions and cursors (adapters/http/topics/subscriptions.py) ---------------------------
 
 _CURSOR = {
     "oneOf": [
@@ -607,7 +607,7 @@ def _operation(method: str, path: str, doc: Doc) -> dict[str, Any]:
         responses["204"] = {"description": "Done"}
     else:
         content = {doc.content_type: {"schema": _schema(doc.response or {"type": "object"})}}
-        # 501: an operation that cannot mean anything here (adapters/http/unavailable.py)
+        # 501: an operation that cannot mean anything here (adapters/http/admin/unavailable.py)
         description = "Not Implemented" if doc.ok == 501 else "OK"
         responses[str(doc.ok)] = {"description": description, "content": content}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}

@@ -92,7 +92,8 @@ EVICTION_SIZE_FACTOR = 0.9
 #: Pulsar's refusal (``TopicBacklogQuotaExceededException``).
 REFUSAL = "Cannot create producer on topic with backlog quota exceeded"
 
-#: The retention policy's name in the policy hashes (pulsar_gateway/adapters/http/policies.py).
+#: The retention policy's name in the policy hashes
+#: (pulsar_gateway/adapters/http/admin/policies.py).
 RETENTION_POLICY = "retention"
 _CAS_ATTEMPTS = 10
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.http.described import TOPIC, Doc
-from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.resource import (
     Body,
     fail,

@@ -41,7 +41,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.http.policies import POLICIES, PolicySpec
+from pulsar_gateway.adapters.http.admin.policies import POLICIES, PolicySpec
 from pulsar_gateway.adapters.resource import Body, fail, flag, handler, read_json
 from pulsar_gateway.core import (
     BACKLOG_QUOTA_POLICY,
@@ -177,7 +177,7 @@ async def delete_tenant(services: Services, request: web.Request) -> None:
     await services.namespaces.delete_tenant(request.match_info["tenant"], force)
     if force:
         # Consumers here of the deleted topics lose their leases: close them now (as
-        # topics.py does after a forced topic delete).
+        # topics/lifecycle.py does after a forced topic delete).
         await services.subscriptions.renew_leases()
 
 

@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.http.described import NUM, STR, Doc, obj
-from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.resource import Body, fail, handler, namespace_name
 from pulsar_gateway.core import Services
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.http.described import BOOL, STR_MAP, TOPIC, Doc, obj
-from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.resource import (
     Body,
     fail,

@@ -15,9 +15,9 @@ from typing import Any
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http.admin.policies import NAMESPACE_PATH
+from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.http.described import STR, STR_MAP, Doc, obj
-from pulsar_gateway.adapters.http.policies import NAMESPACE_PATH
-from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.resource import (
     Body,
     fail,

@@ -20,7 +20,8 @@ at or above the retention limits ("Backlog Quota exceeds configured retention qu
 body Jackson could not read (wrong types, unknown ``policy``) and for an unknown
 ``backlogQuotaType``. (JAX-RS answers an unconvertible query parameter with 404; here 404 always
 means something is missing, so a bad parameter is a 400.) A topic-level quota may be set before the
-topic exists, like the other topic policies here (:mod:`pulsar_gateway.adapters.http.policies`).
+topic exists, like the other topic policies here
+(:mod:`pulsar_gateway.adapters.http.admin.policies`).
 With ``applied=true`` the topic-level GET answers the quotas that apply: the topic's if it has any,
 else its namespace's.
 """

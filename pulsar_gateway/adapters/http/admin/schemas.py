@@ -27,7 +27,7 @@ partitioned topic's:
   is accepted on the same path too.
 
 The schema policies are :data:`SCHEMA_POLICIES` (``Namespaces`` / ``PersistentTopics``
-paths and methods), served by :mod:`pulsar_gateway.adapters.http.policies`; invalid values
+paths and methods), served by :mod:`pulsar_gateway.adapters.http.admin.policies`; invalid values
 are 412.
 """
 
@@ -38,9 +38,9 @@ from typing import Any
 
 from aiohttp import web
 
-from pulsar_gateway.adapters.http import policies
+from pulsar_gateway.adapters.http.admin import policies
+from pulsar_gateway.adapters.http.admin.policies import PolicySpec
 from pulsar_gateway.adapters.http.described import BOOL, INT, STR, STR_MAP, Doc, obj
-from pulsar_gateway.adapters.http.policies import PolicySpec
 from pulsar_gateway.adapters.resource import fail, flag, handler, read_json
 from pulsar_gateway.core import (
     ALLOW_AUTO_UPDATE_POLICY,

@@ -50,8 +50,8 @@ from typing import Any
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.http.described import BOOL, INT, NUM, STR, STR_MAP, Doc, obj
-from pulsar_gateway.adapters.http.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.resource import SERVICES, Body, fail, handler, read_json
 from pulsar_gateway.core import Services, parse_topic_name
 
