@@ -353,3 +353,47 @@ def test_subscription_properties_on_a_partitioned_topic(gateway: GatewayThread) 
     assert admin("PUT", f"{base}/subscription/s/properties", {"k": "v"})[0] == 204
     assert admin("GET", f"{base}/subscription/s/properties") == (200, {"k": "v"})
     assert admin("GET", f"{base}-partition-1/subscription/s/properties") == (200, {"k": "v"})
+
+
+def test_backlog_size_by_message_id(gateway: GatewayThread, client: Any) -> None:
+    producer = client.create_producer("persistent://public/default/sized", batching_enabled=False)
+    ids = [producer.send(b"x" * 1000) for _ in range(10)]
+    url = f"{gateway.http_url}{TOPICS}/sized/backlogSize"
+
+    def size_after(message_id: Any) -> int:
+        status, size = admin(
+            "PUT", url, {"ledgerId": message_id.ledger_id(), "entryId": message_id.entry_id()}
+        )
+        assert status == 200, size
+        return int(size)
+
+    after_first, after_fifth, after_last = (
+        size_after(ids[0]),
+        size_after(ids[4]),
+        size_after(ids[9]),
+    )
+    assert after_last == 0
+    assert after_first > after_fifth > 0
+    # 9 and 5 entries of the same size: the estimate keeps their ratio
+    assert after_first * 5 == pytest.approx(after_fifth * 9, rel=0.01)
+    assert admin("PUT", url, {"ledgerId": "one"})[0] == 400
+    assert admin("PUT", url, {"ledgerId": -1, "entryId": 0})[0] == 412
+
+
+def test_truncate_moves_cursors_to_the_end_and_deletes_the_entries(
+    gateway: GatewayThread, client: Any, redis_clean: Any
+) -> None:
+    topic = "persistent://public/default/truncated"
+    _produce(client, topic, 5, sub="s")
+    stream = KeySchema().topic(topic).stream
+    assert redis_clean.xlen(stream) == 5
+    status, _ = admin("DELETE", f"{gateway.http_url}{TOPICS}/truncated/truncate")
+    assert status == 204
+    assert _backlog(gateway, "truncated", "s") == 0
+    assert redis_clean.xlen(stream) == 1  # the last entry keeps the ids going on
+    consumer = client.subscribe(topic, "s")
+    _produce(client, topic, 1)
+    assert consumer.receive(int(TIMEOUT * 1000)).data() == b"m0"
+    base = f"{gateway.http_url}/admin/v2"
+    assert admin("DELETE", f"{base}/persistent/public/default/no-such/truncate")[0] == 404
+    assert admin("DELETE", f"{base}/non-persistent/public/default/np/truncate")[0] == 405

@@ -41,7 +41,7 @@ from pulsar_gateway.core.model.message_id import MessageId, start_position, time
 from pulsar_gateway.core.model.subscription_type import InitialPosition
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import cursors, subscriptions
+from pulsar_gateway.core.storage.scripts import cursors, subscriptions, topics
 from pulsar_gateway.core.storage.scripts.cursors import (
     DeleteReply,
     DeleteStatus,
@@ -525,6 +525,36 @@ class SubscriptionAdmin:
                 raise TopicNotFound(f"Topic {topic} not found")
             raise MessageNotFound("Message not found")
         return StoredEntry.parse(found[-1][0], found[-1][1], handle.partition)
+
+    async def backlog_size_after(self, topic: TopicName, position: MessageId) -> int:
+        """The estimated size (bytes) of the entries after ``position`` (Pulsar's
+        ``getBacklogSizeByMessageId``): the entries counted ledger by ledger, times the
+        average entry size.
+
+        Raises:
+            NotAllowed: a partitioned or non-persistent topic (405). TopicNotFound.
+        """
+        handle = await self._single(topic, "Get backlog size by message id")
+        if not await self.exists(topic):
+            raise TopicNotFound(f"Topic {topic} not found")
+        return await topics.backlog_size_after(self._lane, handle.keys, position.stream_id)
+
+    async def truncate(self, topic: TopicName) -> None:
+        """Truncate the topic (Pulsar's ``truncateTopic``), every partition of a
+        partitioned one: every subscription's cursor moves to the end, then every entry but
+        the last is deleted (the last keeps the topic's ids going on).
+
+        Raises:
+            NotAllowed: a non-persistent topic. TopicNotFound.
+        """
+        if not topic.persistent:
+            raise NotAllowed("Truncate a non-persistent topic is not allowed")
+        if not await self.exists(topic):
+            raise TopicNotFound(f"Topic {topic} not found")
+        for handle in await self.partitions(topic):
+            for subscription in await handle.subscriptions():
+                await self._skip(topic, handle, subscription, None)
+            await topics.topic_truncate(self._lane, handle.keys)
 
     async def message_id_at(self, topic: TopicName, timestamp: int) -> MessageId:
         """The id of the first entry published at or after ``timestamp`` (ms): Pulsar's

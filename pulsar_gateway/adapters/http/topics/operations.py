@@ -27,7 +27,7 @@ from pulsar_gateway.adapters.resource import (
     read_text,
     topic_name,
 )
-from pulsar_gateway.core import Services, TopicName, format_time
+from pulsar_gateway.core import MessageId, Services, TopicName, format_time
 
 __all__ = ["DOCS", "add_routes"]
 
@@ -122,6 +122,25 @@ async def message_id_by_timestamp(services: Services, request: web.Request) -> d
         "entryId": message_id.entry_id,
         "partitionIndex": message_id.partition,
     }
+
+
+async def backlog_size_by_message_id(services: Services, request: web.Request) -> int:
+    """``PUT .../backlogSize`` with a ``MessageIdImpl`` body: the estimated size (bytes) of
+    what follows that message."""
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise fail(web.HTTPBadRequest, "Invalid message id: expected a MessageIdImpl object")
+    ledger, entry = body.get("ledgerId"), body.get("entryId")
+    if type(ledger) is not int or type(entry) is not int:  # bool is an int: refused too
+        raise fail(web.HTTPBadRequest, "Invalid message id: ledgerId and entryId are required")
+    if ledger < 0 or entry < 0:
+        raise fail(web.HTTPPreconditionFailed, f"Invalid message id {ledger}:{entry}")
+    position = MessageId(ledger, entry)
+    return await services.subscription_admin.backlog_size_after(topic_name(request), position)
+
+
+async def truncate(services: Services, request: web.Request) -> None:
+    await services.subscription_admin.truncate(topic_name(request))
 
 
 # -- properties -------------------------------------------------------------------------------
@@ -258,6 +277,8 @@ _ROUTES: tuple[tuple[str, str, Body], ...] = (
     ("GET", f"{_DOMAIN_TOPIC}/internal-info", get_internal_info),
     ("POST", f"{_DOMAIN_TOPIC}/createMissedPartitions", create_missed_partitions),
     ("GET", f"{_DOMAIN_TOPIC}/messageid/{{timestamp}}", message_id_by_timestamp),
+    ("PUT", f"{_DOMAIN_TOPIC}/backlogSize", backlog_size_by_message_id),
+    ("DELETE", f"{_DOMAIN_TOPIC}/truncate", truncate),
     ("GET", f"{_DOMAIN_TOPIC}/properties", get_properties),
     ("PUT", f"{_DOMAIN_TOPIC}/properties", update_properties),
     ("DELETE", f"{_DOMAIN_TOPIC}/properties", remove_property),
@@ -299,6 +320,15 @@ DOCS: dict[tuple[str, str], Doc] = {
     ),
     ("GET", f"{TOPIC}/messageid/{{timestamp}}"): Doc(
         _TAG, "The first message published at or after a time (ms)", response="MessageIdImpl"
+    ),
+    ("PUT", f"{TOPIC}/backlogSize"): Doc(
+        _TAG,
+        "The estimated size (bytes) of what follows a message",
+        body="MessageIdImpl",
+        response={"type": "integer", "format": "int64"},
+    ),
+    ("DELETE", f"{TOPIC}/truncate"): Doc(
+        _TAG, "Truncate: cursors to the end, every entry but the last deleted", ok=204
     ),
     ("GET", f"{TOPIC}/properties"): Doc(_TAG, "The topic's properties", response=STR_MAP),
     ("PUT", f"{TOPIC}/properties"): Doc(_TAG, "Add properties", body=STR_MAP, ok=204),

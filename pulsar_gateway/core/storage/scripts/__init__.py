@@ -121,6 +121,7 @@ def prelude() -> str:
 #: acknowledgements on, their replies are handed out whatever the ``WAIT`` answers.
 READ_ONLY: Final = frozenset(
     {
+        "backlog_size_after",
         "backlog_usage",
         "internal_stats",
         "last_message_id",

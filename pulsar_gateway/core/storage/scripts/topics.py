@@ -29,6 +29,7 @@ __all__ = [
     "MaintenanceReply",
     "MetadataOperation",
     "backlog_evict",
+    "backlog_size_after",
     "backlog_usage",
     "compaction_begin",
     "compaction_commit",
@@ -39,6 +40,7 @@ __all__ = [
     "partitioned_metadata",
     "register_schema",
     "topic_maintenance",
+    "topic_truncate",
 ]
 
 
@@ -241,6 +243,17 @@ class BacklogUsage:
 
 def _usage_reply(reply: list[Any]) -> BacklogUsage:
     return BacklogUsage(int(reply[0]), int(reply[1]))
+
+
+def backlog_size_after(lane: ScriptRunner, keys: TopicKeys, position: bytes) -> asyncio.Future[int]:
+    """The estimated size (bytes) of the topic partition's entries after stream id
+    ``position``."""
+    return lane.eval(SCRIPTS["backlog_size_after"], [keys.stream], [position], int)
+
+
+def topic_truncate(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[int]:
+    """Delete every entry of the topic partition but the last; how many were deleted."""
+    return lane.eval(SCRIPTS["topic_truncate"], [keys.stream], [], int)
 
 
 def backlog_usage(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[BacklogUsage]:
