@@ -45,6 +45,7 @@ from pulsar_gateway.core import (
     TopicConflict,
     TopicName,
     TopicNotFound,
+    TopicTerminated,
     parse_topic_name,
 )
 
@@ -95,6 +96,7 @@ _STATUS: tuple[tuple[type[GatewayError], _Status, _Status], ...] = (
     (NotEmpty, web.HTTPConflict, web.HTTPBadRequest),
     (ConcurrentModification, web.HTTPConflict, web.HTTPBadRequest),
     (TopicNotFound, web.HTTPNotFound, web.HTTPNotFound),
+    (TopicTerminated, web.HTTPPreconditionFailed, web.HTTPBadRequest),
     (SubscriptionNotFound, web.HTTPNotFound, web.HTTPNotFound),
     (MessageNotFound, web.HTTPNotFound, web.HTTPNotFound),
     (TenantNotFound, web.HTTPNotFound, web.HTTPNotFound),

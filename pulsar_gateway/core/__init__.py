@@ -64,6 +64,7 @@ from pulsar_gateway.core.errors import (
     TopicBusy,
     TopicConflict,
     TopicNotFound,
+    TopicTerminated,
 )
 from pulsar_gateway.core.fleet.rates import ClientInfo
 from pulsar_gateway.core.gate import Gate
@@ -207,6 +208,7 @@ __all__ = [
     "TopicConflict",
     "TopicName",
     "TopicNotFound",
+    "TopicTerminated",
     "UnknownListener",
     "check_namespace_name",
     "check_tenant_name",

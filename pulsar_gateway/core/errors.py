@@ -88,6 +88,7 @@ __all__ = [
     "TopicBusy",
     "TopicConflict",
     "TopicNotFound",
+    "TopicTerminated",
 ]
 
 
@@ -120,6 +121,11 @@ class ProducerBusy(GatewayError):
 class ProducerFenced(GatewayError):
     """Exclusive access refused: another producer holds the topic, or the topic epoch moved
     on since this producer last held it (Pulsar ``ProducerFencedException``)."""
+
+
+class TopicTerminated(GatewayError):
+    """The topic was terminated: nothing more can be published to it (Pulsar
+    ``TopicTerminatedException``)."""
 
 
 class IncompatibleSchema(GatewayError):

@@ -748,6 +748,10 @@ def _check_close_producer(r: Any) -> None:
     assert r.HasField("request_id")
 
 
+def _check_reached_end(r: Any) -> None:
+    assert r.consumer_id == 9
+
+
 def _check_close_consumer(r: Any) -> None:
     assert r.consumer_id == 9
     assert r.HasField("request_id")
@@ -952,6 +956,11 @@ OUTBOUND: dict[str, Case] = {
         T.CLOSE_CONSUMER,
         _check_close_consumer,
     ),
+    "send_reached_end_of_topic": (
+        lambda c: c.send_reached_end_of_topic(9),
+        T.REACHED_END_OF_TOPIC,
+        _check_reached_end,
+    ),
     "send_last_message_id_response": (
         lambda c: c.send_last_message_id_response(4, (-1, -1, -1, -1), (-1, -1)),
         T.GET_LAST_MESSAGE_ID_RESPONSE,
@@ -999,8 +1008,9 @@ def test_outbound_frame(connected: ServerConnection, name: str) -> None:
     assert cmd.IsInitialized()
     # CONNECTED is only accepted during the handshake; every other frame must be in the
     # client's accept list for the ready state.
-    # GET_OR_CREATE_SCHEMA_RESPONSE only answers a command this client never sends.
-    if cmd.type not in (T.CONNECTED, T.GET_OR_CREATE_SCHEMA_RESPONSE):
+    # GET_OR_CREATE_SCHEMA_RESPONSE only answers a command this client never sends;
+    # REACHED_END_OF_TOPIC is sent only to other clients (takes_end_of_topic).
+    if cmd.type not in (T.CONNECTED, T.GET_OR_CREATE_SCHEMA_RESPONSE, T.REACHED_END_OF_TOPIC):
         assert cmd.type in CLIENT_ACCEPTS, "the official client would drop the connection"
     check(sub_message(cmd))
     # Exactly one sub-message besides `type` (protocol brief 1.3).
@@ -1041,6 +1051,23 @@ def test_refuse_unsupported_frame(connected: ServerConnection) -> None:
     assert cmd.IsInitialized()
     assert cmd.error.request_id == 77
     assert cmd.error.error == pb.NotAllowedError
+
+
+@pytest.mark.parametrize(
+    ("client_version", "takes"),
+    [
+        ("Pulsar-CPP-v3.7.0", False),
+        ("Pulsar-CPP-v3.7.0-my-app", False),
+        ("Pulsar-Java-v4.0.0", True),
+        ("", True),
+    ],
+)
+def test_the_end_of_topic_goes_only_to_clients_that_handle_it(
+    client_version: str, takes: bool
+) -> None:
+    conn = ServerConnection()
+    conn.client_version = client_version
+    assert conn.takes_end_of_topic is takes
 
 
 def test_every_send_method_is_covered() -> None:

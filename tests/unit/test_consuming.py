@@ -115,6 +115,7 @@ class RecordingSink:
 
     delivered: list[Delivery] = field(default_factory=list)
     closed_by_gateway_calls: int = 0
+    reached_end_calls: int = 0
     active_changes: list[bool] = field(default_factory=list)
     on_deliver: Callable[[], None] = lambda: None
 
@@ -124,6 +125,9 @@ class RecordingSink:
 
     def closed_by_gateway(self, consumer: ConsumerHandle) -> None:
         self.closed_by_gateway_calls += 1
+
+    def reached_end_of_topic(self, consumer: ConsumerHandle) -> None:
+        self.reached_end_calls += 1
 
     def active_changed(self, consumer: ConsumerHandle, active: bool) -> None:
         self.active_changes.append(active)

@@ -258,6 +258,12 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ("GET", "/admin/v2/persistent/{tenant}/{namespace}/{topic}/compaction"): Doc(
         _TOPICS, "Compaction status", response="LongRunningProcessStatus"
     ),
+    ("PUT", "/admin/v2/non-persistent/{tenant}/{namespace}/{topic}/compaction"): Doc(
+        _TOPICS, "Compaction of a non-persistent topic: not allowed (405)", ok=204
+    ),
+    ("GET", "/admin/v2/non-persistent/{tenant}/{namespace}/{topic}/compaction"): Doc(
+        _TOPICS, "Compaction of a non-persistent topic: not allowed (405)", ok=204
+    ),
     ("GET", f"{_SUBSCRIPTION}/scheduled"): Doc(
         _SUBSCRIPTIONS,
         "List the subscription's scheduled (delayed) messages, earliest first",

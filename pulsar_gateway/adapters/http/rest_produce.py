@@ -315,6 +315,9 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
             results.append(
                 {"messageId": f"{outcome.decode().replace('-', ':')}:{index}", "errorCode": 0}
             )
+        elif outcome == 0:  # refused: the topic was terminated meanwhile (nothing stored)
+            error = {"messageId": "", "errorCode": 2, "errorMsg": "Topic was already terminated"}
+            results.append(error)
         else:  # a duplicate: stored before, nothing now
             results.append({"messageId": f"-1:-1:{index}", "errorCode": 0})
     if unexpected is not None:

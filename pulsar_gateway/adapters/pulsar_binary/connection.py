@@ -478,6 +478,20 @@ class ServerConnection:
         cmd.close_consumer.request_id = 0
         self._command(cmd)
 
+    @property
+    def takes_end_of_topic(self) -> bool:
+        """Whether the client handles REACHED_END_OF_TOPIC. The C++ client, and the Python,
+        Node.js and C# clients built on it (``Pulsar-CPP-v...``), close the connection on
+        it (``ClientConnection::handleIncomingCommand`` has no case for it), so they are not
+        sent it: Pulsar's broker sends it to every client of protocol v9 or later, and such
+        a client reconnects each time it reaches the end."""
+        return not self.client_version.startswith("Pulsar-CPP")
+
+    def send_reached_end_of_topic(self, consumer_id: int) -> None:
+        cmd = pb.BaseCommand(type=T.REACHED_END_OF_TOPIC)
+        cmd.reachedEndOfTopic.consumer_id = consumer_id
+        self._command(cmd)
+
     def send_last_message_id_response(
         self,
         request_id: int,

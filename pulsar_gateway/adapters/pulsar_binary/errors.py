@@ -29,6 +29,7 @@ from pulsar_gateway.core import (
     StorageError,
     SubscriptionNotFound,
     TopicNotFound,
+    TopicTerminated,
 )
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
@@ -45,6 +46,7 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (ProducerNotFound, pb.NotAllowedError),
     (SubscriptionNotFound, pb.SubscriptionNotFound),
     (TopicNotFound, pb.TopicNotFound),
+    (TopicTerminated, pb.TopicTerminatedError),
     (NotAllowed, pb.NotAllowedError),
     (MessageTooLarge, pb.NotAllowedError),
     # one code per policy, as ServerCnx.handleProducer answers: the client holds its

@@ -114,6 +114,12 @@ class _ConsumerHandle:
             self.session.conn.send_close_consumer(self.consumer_id)
             self.session.wants_flush()
 
+    def reached_end_of_topic(self, consumer: ConsumerHandle) -> None:
+        conn = self.session.conn
+        if self.session.consumers.get(self.consumer_id) is consumer and conn.takes_end_of_topic:
+            self.session.conn.send_reached_end_of_topic(self.consumer_id)
+            self.session.wants_flush()
+
 
 class Session:
     """The broker side of one binary connection."""

@@ -171,6 +171,11 @@ class _Handle:
     def closed_by_gateway(self, consumer: ConsumerHandle) -> None:
         self.endpoint.on_closed_by_gateway(self, consumer)
 
+    def reached_end_of_topic(self, consumer: ConsumerHandle) -> None:
+        # Pulsar's WebSocket consumer pushes nothing for it: a client asks with the
+        # isEndOfTopic request (not served here yet)
+        pass
+
     def active_changed(self, consumer: ConsumerHandle, active: bool) -> None:
         pass
 

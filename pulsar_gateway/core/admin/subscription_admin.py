@@ -539,6 +539,23 @@ class SubscriptionAdmin:
             raise TopicNotFound(f"Topic {topic} not found")
         return await topics.backlog_size_after(self._lane, handle.keys, position.stream_id)
 
+    async def terminate(self, topic: TopicName) -> MessageId:
+        """Terminate the topic (Pulsar's admin ``terminate``): nothing more can be published
+        to it. Returns its last message id (``(-1, -1)`` when it has none); terminating it
+        again answers the same.
+
+        Raises:
+            NotAllowed: a partitioned or non-persistent topic (405). TopicNotFound.
+        """
+        handle = await self._single(topic, "Termination")
+        if not await self.exists(topic):
+            raise TopicNotFound(f"Topic {topic} not found")
+        last = await topics.topic_terminate(self._lane, handle.keys)
+        handle.terminated = True
+        if last is None:
+            return MessageId(-1, -1, handle.partition)
+        return MessageId.from_stream_id(last, handle.partition)
+
     async def truncate(self, topic: TopicName) -> None:
         """Truncate the topic (Pulsar's ``truncateTopic``), every partition of a
         partitioned one: every subscription's cursor moves to the end, then every entry but

@@ -13,6 +13,11 @@ pub/sub connection was away) finds the entries at its next periodic look.
 Only clients that reconnect by themselves are closed (binary-protocol ones): a WebSocket
 session is, in Pulsar, served by the proxy's own client, which reconnects unseen; here
 the session's producer and consumer stay as they are.
+
+A terminated topic travels the same way (an entry with ``kind`` ``terminated``): every
+gateway closes its producers of the topic, whatever their front end (their next attach is
+refused), and tells its consumers that have read everything (``PersistentTopic.terminate``
+disconnects the producers and tells the subscriptions).
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ log = logging.getLogger(__name__)
 KEPT: Final = 1000
 #: Seconds between two looks at the stream when no announcement came.
 LOOK_INTERVAL: Final = 2.0
+#: An entry's kind: clients to close (an unload), or a topic terminated.
+UNLOAD: Final = "unload"
+TERMINATED: Final = "terminated"
 
 
 def in_scope(scope: str, topic: str) -> bool:
@@ -90,7 +98,17 @@ class UnloadService:
         """Unload ``scope`` (a full topic name or "tenant/namespace") on every gateway;
         returns how many producers and consumers this gateway closed (the others close
         theirs as the announcement reaches them)."""
-        await self._lane.call("XADD", self._keys.unloads, "MAXLEN", "~", KEPT, "*", "scope", scope)
+        return await self._announce(scope, UNLOAD)
+
+    async def terminated(self, topic: str) -> int:
+        """Tell every gateway that ``topic`` (a full topic name) was terminated; returns how
+        many producers this gateway closed."""
+        return await self._announce(topic, TERMINATED)
+
+    async def _announce(self, scope: str, kind: str) -> int:
+        await self._lane.call(
+            "XADD", self._keys.unloads, "MAXLEN", "~", KEPT, "*", "scope", scope, "kind", kind
+        )
         self._lane.notify(self._keys.unloads_channel)
         return await self.apply()
 
@@ -120,12 +138,23 @@ class UnloadService:
                     "XRANGE", self._keys.unloads, b"(" + self._applied, "+"
                 )
                 for entry_id, fields in entries:
-                    closed += await self._close(_scope_of(fields))
+                    scope, kind = _field(fields, b"scope"), _field(fields, b"kind")
+                    if kind == TERMINATED:
+                        closed += await self._terminated(scope)
+                    else:
+                        closed += await self._close(scope)
                     self._applied = entry_id
                 if not self._again:
                     return closed
         finally:
             self._reading = False
+
+    async def _terminated(self, topic: str) -> int:
+        def matches(name: str) -> bool:
+            return in_scope(topic, name)
+
+        self._subscriptions.topic_terminated(matches)
+        return await self._producers.disconnect_all(matches)
 
     async def _close(self, scope: str) -> int:
         def matches(topic: str) -> bool:
@@ -138,11 +167,12 @@ class UnloadService:
         return closed
 
 
-def _scope_of(fields: Any) -> str:
-    """The ``scope`` field of a stream entry (a flat list or a dict, as the client decodes)."""
+def _field(fields: Any, name: bytes) -> str:
+    """One field of a stream entry (a flat list or a dict, as the client decodes it); ""
+    when absent."""
     if isinstance(fields, dict):
-        value = fields.get(b"scope", b"")
+        value = fields.get(name, b"")
     else:
         pairs = dict(zip(fields[::2], fields[1::2], strict=True))
-        value = pairs.get(b"scope", b"")
+        value = pairs.get(name, b"")
     return value.decode() if isinstance(value, bytes) else str(value)

@@ -75,6 +75,10 @@ class ConsumerSink(Protocol):
     def closed_by_gateway(self, consumer: ConsumerHandle) -> None:
         """The core closed the consumer (lease lost, seek); the client should re-subscribe."""
 
+    def reached_end_of_topic(self, consumer: ConsumerHandle) -> None:
+        """The topic was terminated and the consumer has been sent all of it (Pulsar's
+        REACHED_END_OF_TOPIC)."""
+
     def active_changed(self, consumer: ConsumerHandle, active: bool) -> None:
         """A Failover consumer became the active one, or stopped being it."""
 
@@ -202,6 +206,8 @@ class Consumer:
         self.blocked_on_unacked = False
         #: Failover: whether this is the subscription's active consumer (None: not known yet)
         self.active: bool | None = None
+        #: told it reached the end of a terminated topic (told once)
+        self.end_of_topic_sent = False
         #: Set once the client acks batch indexes or gets a partly acked batch: its whole-entry
         #: acks then also clear the entry's stored ack set.
         self.batch_acks = False
@@ -360,6 +366,12 @@ class Consumer:
         if not self.closed:
             await self.subscription.remove(self)
             self.sink.closed_by_gateway(self)
+
+    def reached_end(self) -> None:
+        """Tell the client, once, that it was sent all of a terminated topic."""
+        if not self.end_of_topic_sent and not self.closed:
+            self.end_of_topic_sent = True
+            self.sink.reached_end_of_topic(self)
 
     def lost(self) -> None:
         """The lease was lost (reaped by another gateway): close locally, tell the client."""

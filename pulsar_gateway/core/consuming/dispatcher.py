@@ -211,6 +211,7 @@ class Dispatcher:
             if len(ready) == 1:
                 progress, drained = await self._feed_one(ready[0])
                 if drained:
+                    self._at_end(ready)
                     return delivered + progress
             else:
                 self._rotation = (self._rotation + 1) % len(ready)
@@ -228,8 +229,17 @@ class Dispatcher:
                 if failure is not None:
                     raise failure
             if not progress:
+                self._at_end(ready)
                 return delivered
             delivered += progress
+
+    def _at_end(self, consumers: list[Consumer]) -> None:
+        """Nothing more to read for ``consumers``: on a terminated topic that is its end,
+        which Pulsar's dispatchers tell each consumer (``Consumer.reachedEndOfTopic`` once
+        the cursor has read past the last entry)."""
+        if self.subscription.topic.terminated:
+            for consumer in consumers:
+                consumer.reached_end()
 
     async def _feed_one(self, consumer: Consumer) -> tuple[int, bool]:
         """Feed a lone consumer in chunks, requesting the next chunk before encoding the

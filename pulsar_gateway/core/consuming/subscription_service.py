@@ -34,7 +34,7 @@ from pulsar_gateway.core.policies.policies import Policies
 from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
-from pulsar_gateway.core.storage.scripts import subscriptions
+from pulsar_gateway.core.storage.scripts import subscriptions, topics
 from pulsar_gateway.core.topics.topic import Topics
 
 __all__ = ["SubscriptionService"]
@@ -187,6 +187,8 @@ class SubscriptionService:
                 self._notifier.subscribe(channel, lambda: self._wake_channel(channel))
             subs.add(sub)
         sub.read_compacted = read_compacted
+        if not topic.terminated and await topics.is_terminated(self._lane, topic.keys):
+            topic.terminated = True
         position = start_position(initial_position, None if durable else start_message_id)
         try:
             return await sub.attach(
@@ -269,6 +271,14 @@ class SubscriptionService:
             log.info("Consumer [%s] on [%s]: unloading it", consumer.name, consumer.topic_name)
             await consumer.unload()
         return len(chosen)
+
+    def topic_terminated(self, matches: Callable[[str], bool]) -> None:
+        """Topics ``matches`` accepts were terminated: their consumers that have read
+        everything are told so (the dispatchers look again)."""
+        for sub in self._subscriptions.values():
+            if matches(sub.topic.full_name):
+                sub.topic.terminated = True
+                sub.dispatcher.wake()
 
     async def detach_lost(self) -> None:
         """Close the local consumers an admin operation just detached in Redis (persistent

@@ -16,7 +16,7 @@ import itertools
 import logging
 from collections.abc import Callable
 
-from pulsar_gateway.core.errors import GatewayError
+from pulsar_gateway.core.errors import GatewayError, TopicTerminated
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import TopicMeters
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
@@ -35,6 +35,7 @@ from pulsar_gateway.core.producing.producer import (
 from pulsar_gateway.core.producing.producer_registry import ProducerRegistry
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts import topics
 from pulsar_gateway.core.topics.schema_registry import SchemaRegistry
 from pulsar_gateway.core.topics.topic import Topic, Topics
 
@@ -129,6 +130,9 @@ class ProducerService:
         topic = self._topics.get(name)
         await topic.register()
         if topic.name.persistent:
+            if await topics.is_terminated(self._lane, topic.keys):
+                # PersistentTopic.addProducer: TopicTerminatedException
+                raise TopicTerminated("Topic was already terminated")
             # before the schema, as ServerCnx.handleProducer checks the quotas first
             await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
         version = await self._schemas.register_producer(topic.name, schema)
@@ -194,11 +198,14 @@ class ProducerService:
         Raises:
             InvalidTopicName: bad topic name.
             ProducerBlockedQuotaExceeded: the backlog is over a quota that blocks producers.
+            TopicTerminated: the topic was terminated.
         """
         topic = self._topics.get(name)
         await topic.register()
         if not topic.name.persistent:
             return self._non_persistent(topic, producer_name)
+        if await topics.is_terminated(self._lane, topic.keys):
+            raise TopicTerminated("Topic was already terminated")
         # Pulsar's REST produce checks no quota (a TODO in TopicsBase); here it is refused
         # as a producer would be, so every way in keeps to the quota.
         await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
@@ -223,6 +230,11 @@ class ProducerService:
         return await self._disconnect(
             lambda producer: producer.client.reconnects and matches(producer.topic_name)
         )
+
+    async def disconnect_all(self, matches: Callable[[str], bool]) -> int:
+        """As :meth:`disconnect`, for every producer on the topics ``matches`` accepts,
+        whatever its front end (a terminated topic takes no producer)."""
+        return await self._disconnect(lambda producer: matches(producer.topic_name))
 
     async def _disconnect(self, chosen: Callable[[Producer], bool]) -> int:
         closed = 0

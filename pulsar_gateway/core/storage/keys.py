@@ -224,9 +224,10 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "hash",
         "the current ledger (``model/ledger.py``): ``id`` (its ledger id, the ms Redis "
         "opened it), ``e`` entries and ``b`` blob bytes in it, ``t`` the last broker "
-        "timestamp stored",
-        "``append_entries.lua`` (every append; a new ``id`` when the ledger is full); read by "
-        "``internal_stats.lua``",
+        "timestamp stored; ``x`` once the topic is terminated: its last entry's id (``-`` "
+        "when it had none)",
+        "``append_entries.lua`` (every append; a new ``id`` when the ledger is full; nothing "
+        "once ``x`` is set); ``x`` by ``topic_terminate.lua``; read by ``internal_stats.lua``",
         "TopicKeys.ledger",
     ),
     KeySpec(

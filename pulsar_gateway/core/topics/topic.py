@@ -48,6 +48,9 @@ class Topic:
         #: when its ledger is full, as the append script takes it
         #: (:attr:`pulsar_gateway.core.model.ledger.LedgerRollover.argument`)
         self.ledger_rollover = ledger_rollover
+        #: known to be terminated (admin terminate): a consumer that has read everything is
+        #: told it reached the end of the topic (set by the subscription service)
+        self.terminated = False
 
     async def register(self) -> None:
         """Record the topic in its namespace (idempotent).

@@ -204,13 +204,13 @@ async def version_of(services: Services, request: web.Request) -> dict[str, Any]
 
 
 def _strategy(value: Any) -> str:
-    if value not in SCHEMA_STRATEGIES:
+    if not isinstance(value, str) or value not in SCHEMA_STRATEGIES:
         raise ValueError(f"expected one of {', '.join(SCHEMA_STRATEGIES)}")
     return str(value)
 
 
 def _auto_update_strategy(value: Any) -> str:
-    if value not in AUTO_UPDATE_STRATEGIES:
+    if not isinstance(value, str) or value not in AUTO_UPDATE_STRATEGIES:
         raise ValueError(f"expected one of {', '.join(AUTO_UPDATE_STRATEGIES)}")
     return str(value)
 

@@ -89,7 +89,7 @@ async def get_internal_info(services: Services, request: web.Request) -> dict[st
                 "timestamp": 0,
                 "isOffloaded": False,
             }
-            for ledger in stats.get("ledgers", [])
+            for ledger in stats.get("ledgers") or []
         ],
         "terminatedPosition": None,
         "properties": {},
@@ -116,12 +116,9 @@ async def message_id_by_timestamp(services: Services, request: web.Request) -> d
         timestamp = int(raw)
     except ValueError:
         raise fail(web.HTTPBadRequest, f"Invalid timestamp {raw[:40]!r}") from None
-    message_id = await services.subscription_admin.message_id_at(topic_name(request), timestamp)
-    return {
-        "ledgerId": message_id.ledger_id,
-        "entryId": message_id.entry_id,
-        "partitionIndex": message_id.partition,
-    }
+    return _message_id(
+        await services.subscription_admin.message_id_at(topic_name(request), timestamp)
+    )
 
 
 async def backlog_size_by_message_id(services: Services, request: web.Request) -> int:
@@ -137,6 +134,39 @@ async def backlog_size_by_message_id(services: Services, request: web.Request) -
         raise fail(web.HTTPPreconditionFailed, f"Invalid message id {ledger}:{entry}")
     position = MessageId(ledger, entry)
     return await services.subscription_admin.backlog_size_after(topic_name(request), position)
+
+
+def _message_id(message_id: MessageId) -> dict[str, int]:
+    return {
+        "ledgerId": message_id.ledger_id,
+        "entryId": message_id.entry_id,
+        "partitionIndex": message_id.partition,
+    }
+
+
+async def terminate(services: Services, request: web.Request) -> dict[str, int]:
+    """``POST .../terminate``: the topic takes no more messages; answers its last message
+    id. Every gateway closes its producers of it; its consumers are told when they have
+    read it all (REACHED_END_OF_TOPIC)."""
+    topic = topic_name(request)
+    last = await services.subscription_admin.terminate(topic)
+    await services.unloads.terminated(str(topic))
+    return _message_id(last)
+
+
+async def terminate_partitions(services: Services, request: web.Request) -> dict[str, Any]:
+    """``POST .../terminate/partitions``: every partition of a partitioned topic, answered
+    as partition index -> last message id."""
+    topic = topic_name(request, partitioned=True)
+    count = await services.topics.partitions(topic)
+    if count == 0:
+        raise fail(web.HTTPNotFound, f"Partitioned Topic not found: {topic}")
+    out = {}
+    for index in range(count):
+        last = await services.subscription_admin.terminate(topic.partition(index))
+        out[str(index)] = _message_id(last)
+    await services.unloads.terminated(str(topic))
+    return out
 
 
 async def truncate(services: Services, request: web.Request) -> None:
@@ -279,6 +309,8 @@ _ROUTES: tuple[tuple[str, str, Body], ...] = (
     ("GET", f"{_DOMAIN_TOPIC}/messageid/{{timestamp}}", message_id_by_timestamp),
     ("PUT", f"{_DOMAIN_TOPIC}/backlogSize", backlog_size_by_message_id),
     ("DELETE", f"{_DOMAIN_TOPIC}/truncate", truncate),
+    ("POST", f"{_DOMAIN_TOPIC}/terminate", terminate),
+    ("POST", f"{_DOMAIN_TOPIC}/terminate/partitions", terminate_partitions),
     ("GET", f"{_DOMAIN_TOPIC}/properties", get_properties),
     ("PUT", f"{_DOMAIN_TOPIC}/properties", update_properties),
     ("DELETE", f"{_DOMAIN_TOPIC}/properties", remove_property),
@@ -329,6 +361,17 @@ DOCS: dict[tuple[str, str], Doc] = {
     ),
     ("DELETE", f"{TOPIC}/truncate"): Doc(
         _TAG, "Truncate: cursors to the end, every entry but the last deleted", ok=204
+    ),
+    ("POST", f"{TOPIC}/terminate"): Doc(
+        _TAG, "Terminate: no more messages; answers the last message id", response="MessageIdImpl"
+    ),
+    ("POST", f"{TOPIC}/terminate/partitions"): Doc(
+        _TAG,
+        "Terminate every partition; answers partition -> last message id",
+        response={
+            "type": "object",
+            "additionalProperties": {"$ref": "#/components/schemas/MessageIdImpl"},
+        },
     ),
     ("GET", f"{TOPIC}/properties"): Doc(_TAG, "The topic's properties", response=STR_MAP),
     ("PUT", f"{TOPIC}/properties"): Doc(_TAG, "Add properties", body=STR_MAP, ok=204),

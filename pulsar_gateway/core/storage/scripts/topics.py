@@ -37,9 +37,11 @@ __all__ = [
     "compaction_renew",
     "copy_subscriptions",
     "delete_topic",
+    "is_terminated",
     "partitioned_metadata",
     "register_schema",
     "topic_maintenance",
+    "topic_terminate",
     "topic_truncate",
 ]
 
@@ -249,6 +251,22 @@ def backlog_size_after(lane: ScriptRunner, keys: TopicKeys, position: bytes) -> 
     """The estimated size (bytes) of the topic partition's entries after stream id
     ``position``."""
     return lane.eval(SCRIPTS["backlog_size_after"], [keys.stream], [position], int)
+
+
+def topic_terminate(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[bytes | None]:
+    """Terminate the topic partition; resolves with its last entry's stream id (None when it
+    has none). Terminating it again answers the same."""
+
+    def decode(reply: Any) -> bytes | None:
+        value = reply if isinstance(reply, bytes) else str(reply).encode()
+        return None if value == b"-" else value
+
+    return lane.eval(SCRIPTS["topic_terminate"], [keys.stream, keys.ledger], [], decode)
+
+
+def is_terminated(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[bool]:
+    """Whether the topic partition was terminated."""
+    return lane.eval(SCRIPTS["topic_terminated"], [keys.ledger], [], bool)
 
 
 def topic_truncate(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[int]:

@@ -17,6 +17,11 @@ decreasing), which time-based operations read, and the producer's publish time (
 F_PUBLISH_TIME, stored as given), which seek and reset by time compare (lib.lua
 first_published_at).
 
+A terminated topic (the ledger hash's field x, set by topic_terminate.lua) takes nothing:
+every entry is answered 0, as a fenced producer's, and its producer closed (Pulsar's
+PersistentTopic.publishMessage fails with TopicTerminatedException); the producer's next
+PRODUCER learns why.
+
 Checks (per entry, only when asked): deduplication (Pulsar MessageDeduplication
 .isDuplicate and recordMessagePersisted) and, for exclusive producers, that no other
 producer has fenced this one since it got the topic (the topic epoch is still its own).
@@ -45,7 +50,7 @@ then 3 values per entry (an argument costs Redis about 0.3 µs: plain entries ca
   and its publish time (MessageMetadata.publish_time, ms, stored as field F_PUBLISH_TIME;
   '0' when the adapter knows none: no field is stored)
 Returns one value per entry: its stream id; false for a duplicate (nothing stored); 0 when
-the producer was fenced (nothing stored).
+the producer was fenced or the topic is terminated (nothing stored).
 Sequence ids are compared as Lua numbers: exact below 2^53.
 ]]
 -- Sent without lib.lua (scripts/__init__.py WITHOUT_LIB), and written for the per-message
@@ -58,7 +63,12 @@ min_ms, max_ms = tonumber(min_ms), tonumber(max_ms)
 
 local clock = redis.call('TIME')
 local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
-local ledger = redis.call('HMGET', ledger_key, 'id', 'e', 'b', 't')
+local ledger = redis.call('HMGET', ledger_key, 'id', 'e', 'b', 't', 'x')
+if ledger[5] then
+  local refused = {}
+  for i = 2, #ARGV, 3 do refused[#refused + 1] = 0 end
+  return refused
+end
 local id, entries, bytes = tonumber(ledger[1]), tonumber(ledger[2]), tonumber(ledger[3])
 local time = tonumber(ledger[4]) or 0
 local opened = false
