@@ -24,13 +24,18 @@ _PARAMETER = re.compile(r"\{(\w+)\}")
 
 
 def read_operations(http_url: str) -> list[str]:
-    """The GET paths of the gateway's OpenAPI description that name a topic."""
+    """The GET paths of the gateway's OpenAPI description that name a topic, but those
+    described as answering 501 (what does not apply over Redis, such as offload status:
+    they read nothing stored)."""
     with urllib.request.urlopen(f"{http_url}/admin/v2/openapi.json", timeout=10) as resp:
         spec = json.load(resp)
     return sorted(
         path
         for path, operations in spec["paths"].items()
-        if "get" in operations and "{topic}" in path and not path.startswith("/ws/")
+        if "get" in operations
+        and "501" not in operations["get"]["responses"]
+        and "{topic}" in path
+        and not path.startswith("/ws/")
     )
 
 
