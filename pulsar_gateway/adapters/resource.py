@@ -59,6 +59,7 @@ __all__ = [
     "http_error",
     "namespace_name",
     "read_json",
+    "read_properties",
     "read_text",
     "topic_name",
     "websocket_status",
@@ -193,6 +194,19 @@ async def read_text(request: web.Request) -> str:
         return raw.decode(request.charset or "utf-8")
     except (UnicodeDecodeError, LookupError) as exc:
         raise fail(web.HTTPBadRequest, f"Invalid request body: not UTF-8 text ({exc})") from None
+
+
+async def read_properties(request: web.Request) -> dict[str, str]:
+    """A body of properties: a JSON object of strings (an empty body: none); 412 for any
+    other value, 400 for a body that is not JSON."""
+    body = await read_json(request)
+    if body is None:
+        return {}
+    if not isinstance(body, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in body.items()
+    ):
+        raise fail(web.HTTPPreconditionFailed, "Invalid properties: expected a map of strings")
+    return body
 
 
 async def read_json(request: web.Request) -> Any:

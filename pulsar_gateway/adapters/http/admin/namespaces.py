@@ -23,7 +23,7 @@ from pulsar_gateway.adapters.resource import (
     fail,
     handler,
     namespace_name,
-    read_json,
+    read_properties,
 )
 from pulsar_gateway.core import (
     Services,
@@ -175,11 +175,7 @@ async def get_properties(services: Services, request: web.Request) -> dict[str, 
 async def set_properties(services: Services, request: web.Request) -> None:
     """``PUT .../properties``: the given properties are added (or replaced)."""
     namespace = await _existing(services, request)
-    body = await read_json(request)
-    if not isinstance(body, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in body.items()
-    ):
-        raise fail(web.HTTPPreconditionFailed, "Invalid properties: expected a map of strings")
+    body = await read_properties(request)
     properties = await _properties(services, namespace)
     properties.update(body)
     await services.policies.set_namespace(namespace, PROPERTIES_POLICY, properties)

@@ -24,6 +24,7 @@ from pulsar_gateway.adapters.resource import (
     handler,
     namespace_name,
     read_json,
+    read_properties,
     read_text,
     topic_name,
 )
@@ -188,11 +189,7 @@ async def get_properties(services: Services, request: web.Request) -> dict[str, 
 async def update_properties(services: Services, request: web.Request) -> None:
     """``PUT .../properties``: the given properties are added (or replaced)."""
     topic = await _existing(services, request)
-    body = await read_json(request)
-    if not isinstance(body, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in body.items()
-    ):
-        raise fail(web.HTTPPreconditionFailed, "Invalid properties: expected a map of strings")
+    body = await read_properties(request)
     properties = await _properties(services, topic)
     properties.update(body)
     await services.policies.set_topic(topic, PROPERTIES_POLICY, properties)
@@ -229,13 +226,7 @@ async def get_subscription_properties(services: Services, request: web.Request) 
 async def update_subscription_properties(services: Services, request: web.Request) -> None:
     """``PUT .../subscription/{subName}/properties``: the given map replaces the old one."""
     topic = topic_name(request)
-    body = await read_json(request)
-    if body is None:
-        body = {}
-    if not isinstance(body, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in body.items()
-    ):
-        raise fail(web.HTTPPreconditionFailed, "Invalid properties: expected a map of strings")
+    body = await read_properties(request)
     await services.subscription_admin.update_properties(topic, request.match_info["subName"], body)
 
 
