@@ -108,6 +108,10 @@ from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
     DeliveryDelayNotAllowed,
 )
+from pulsar_gateway.core.policies.policies import (
+    AUTO_SUBSCRIPTION_CREATION_POLICY,
+    SUBSCRIPTION_TYPES_POLICY,
+)
 from pulsar_gateway.core.policies.unacked_limits import (
     MAX_UNACKED_PER_CONSUMER_POLICY,
     MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
@@ -130,6 +134,7 @@ from pulsar_gateway.core.topics.tenants import TenantInfo, check_namespace_name,
 
 __all__ = [
     "ALLOW_AUTO_UPDATE_POLICY",
+    "AUTO_SUBSCRIPTION_CREATION_POLICY",
     "AUTO_UPDATE_STRATEGIES",
     "AUTO_UPDATE_STRATEGY_POLICY",
     "BACKLOG_QUOTA_POLICY",
@@ -144,6 +149,7 @@ __all__ = [
     "QUOTA_TYPES",
     "SCHEMA_STRATEGIES",
     "SCHEMA_TYPES",
+    "SUBSCRIPTION_TYPES_POLICY",
     "VALIDATION_ENFORCED_POLICY",
     "AlreadyExists",
     "AuthAction",

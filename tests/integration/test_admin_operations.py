@@ -15,8 +15,12 @@ import pytest
 
 from pulsar_gateway.adapters.http.admin.policies import PULSAR_POLICIES
 from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread
+from tests.rawclient import raw
+
+T = pb.BaseCommand.Type
 
 NS = "/admin/v2/namespaces/public/default"
 TOPICS = "/admin/v2/persistent/public/default"
@@ -397,3 +401,53 @@ def test_truncate_moves_cursors_to_the_end_and_deletes_the_entries(
     base = f"{gateway.http_url}/admin/v2"
     assert admin("DELETE", f"{base}/persistent/public/default/no-such/truncate")[0] == 404
     assert admin("DELETE", f"{base}/non-persistent/public/default/np/truncate")[0] == 405
+
+
+# -- policies the subscribe path enforces -------------------------------------------------------
+
+
+def test_subscription_types_enabled_refuses_other_types(
+    gateway: GatewayThread, client: Any
+) -> None:
+    base = gateway.http_url
+    assert admin("POST", f"{base}{NS}/subscriptionTypesEnabled", ["Shared", "Failover"])[0] == 204
+    topic = "persistent://public/default/typed"
+    client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared).close()
+    with pytest.raises(pulsar.NotAllowedError):
+        client.subscribe(topic, "exclusive", consumer_type=pulsar.ConsumerType.Exclusive)
+    # the topic's own value takes precedence over its namespace's
+    assert admin("PUT", f"{base}{TOPICS}/typed")[0] in (204, 409)
+    assert admin("POST", f"{base}{TOPICS}/typed/subscriptionTypesEnabled", ["Exclusive"])[0] == 204
+    client.subscribe(topic, "exclusive", consumer_type=pulsar.ConsumerType.Exclusive).close()
+    with pytest.raises(pulsar.NotAllowedError):
+        client.subscribe(topic, "shared-2", consumer_type=pulsar.ConsumerType.Shared)
+
+
+def test_auto_subscription_creation_off_refuses_new_subscriptions(
+    gateway: GatewayThread, client: Any
+) -> None:
+    base = gateway.http_url
+    off = {"allowAutoSubscriptionCreation": False}
+    assert admin("POST", f"{base}{NS}/autoSubscriptionCreation", off)[0] == 204
+    topic = "persistent://public/default/no-auto-sub"
+    assert admin("PUT", f"{base}{TOPICS}/no-auto-sub")[0] == 204
+    # ERROR SubscriptionNotFound, as ServerCnx.handleSubscribe answers (the C++ client takes
+    # it for retryable and retries until its operation timeout)
+    with raw(gateway) as conn:
+        conn.handshake()
+        refused = conn.request(
+            T.SUBSCRIBE,
+            T.ERROR,
+            topic=topic,
+            subscription="new-sub",
+            subType=pb.CommandSubscribe.Exclusive,
+            consumer_id=1,
+        ).error
+        assert refused.error == pb.SubscriptionNotFound
+        assert refused.message == "Subscription does not exist"
+    # a subscription created with the admin API may be used; a reader needs none
+    assert admin("PUT", f"{base}{TOPICS}/no-auto-sub/subscription/made")[0] == 204
+    client.subscribe(topic, "made").close()
+    client.create_reader(topic, pulsar.MessageId.earliest).close()
+    assert admin("DELETE", f"{base}{NS}/autoSubscriptionCreation")[0] == 204
+    client.subscribe(topic, "new-sub").close()

@@ -21,7 +21,7 @@ from pulsar_gateway.core.consuming.non_persistent import (
     NonPersistentSubscriptions,
 )
 from pulsar_gateway.core.consuming.subscription import Subscription
-from pulsar_gateway.core.errors import GatewayError, NotAllowed
+from pulsar_gateway.core.errors import GatewayError, NotAllowed, SubscriptionNotFound
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import TopicMeters
 from pulsar_gateway.core.model.key_shared import KeySharedPolicy
@@ -30,12 +30,16 @@ from pulsar_gateway.core.model.subscription_type import InitialPosition, Subscri
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.periodic import Periodic
 from pulsar_gateway.core.policies import unacked_limits
-from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.policies.policies import (
+    AUTO_SUBSCRIPTION_CREATION_POLICY,
+    SUBSCRIPTION_TYPES_POLICY,
+    Policies,
+)
 from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
 from pulsar_gateway.core.storage.scripts import subscriptions, topics
-from pulsar_gateway.core.topics.topic import Topics
+from pulsar_gateway.core.topics.topic import Topic, Topics
 
 __all__ = ["SubscriptionService"]
 
@@ -103,6 +107,30 @@ class SubscriptionService:
             return UnackedLimits()
         return await unacked_limits.effective(self._policies, topic, self._default_limits)
 
+    async def _check_policies(
+        self, topic: Topic, subscription: str, sub_type: SubscriptionType, durable: bool
+    ) -> None:
+        """The subscription policies of ``topic`` (topic level, else its namespace's):
+        ``subscriptionTypesEnabled`` (Pulsar's ``AbstractTopic.checkSubscriptionTypesEnable``)
+        and, for a durable subscription that does not exist yet on a persistent topic,
+        ``autoSubscriptionCreation`` (``ServerCnx.handleSubscribe``)."""
+        if self._policies is None:
+            return
+        enabled = await self._policies.effective(topic.name, SUBSCRIPTION_TYPES_POLICY)
+        if enabled and sub_type.pulsar_name not in enabled:
+            raise NotAllowed(
+                f"Topic[{topic.full_name}] doesn't support {sub_type.pulsar_name} sub type!"
+            )
+        if not durable or not topic.name.persistent:
+            return
+        auto = await self._policies.effective(topic.name, AUTO_SUBSCRIPTION_CREATION_POLICY)
+        if (
+            isinstance(auto, dict)
+            and auto.get("allowAutoSubscriptionCreation") is False
+            and subscription not in await topic.subscriptions()
+        ):
+            raise SubscriptionNotFound("Subscription does not exist")
+
     def _policies_changed(self) -> None:
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.get_running_loop().create_task(self.refresh_limits())
@@ -156,6 +184,7 @@ class SubscriptionService:
             # PersistentTopic.subscribe refuses it the same way
             raise NotAllowed("readCompacted only allowed on failover or exclusive subscriptions")
         await topic.register()
+        await self._check_policies(topic, subscription, sub_type, durable)
         uid = f"{self._gateway_id}-{next(self._uids)}"
         if not topic.name.persistent:
             return await self._non_persistent.subscribe(

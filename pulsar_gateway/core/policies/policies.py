@@ -23,10 +23,21 @@ from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
 
-__all__ = ["CACHE_SECONDS", "Policies"]
+__all__ = [
+    "AUTO_SUBSCRIPTION_CREATION_POLICY",
+    "CACHE_SECONDS",
+    "SUBSCRIPTION_TYPES_POLICY",
+    "Policies",
+]
 
 #: Longest time a cached lookup is trusted when a change notification was lost.
 CACHE_SECONDS = 5.0
+
+#: Policies the subscribe path enforces (names as stored: Pulsar's topic-policy names).
+#: A list of Pulsar subscription type names; empty or unset: every type.
+SUBSCRIPTION_TYPES_POLICY = "subscriptionTypesEnabled"
+#: ``{"allowAutoSubscriptionCreation": bool}``; unset: subscriptions are created on use.
+AUTO_SUBSCRIPTION_CREATION_POLICY = "autoSubscriptionCreation"
 
 
 class Policies:

@@ -24,9 +24,11 @@ from aiohttp import web
 
 from pulsar_gateway.adapters.resource import SERVICES, fail, http_error, read_text
 from pulsar_gateway.core import (
+    AUTO_SUBSCRIPTION_CREATION_POLICY,
     DELAYED_DELIVERY_POLICY,
     MAX_UNACKED_PER_CONSUMER_POLICY,
     MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
+    SUBSCRIPTION_TYPES_POLICY,
     DelayedDeliveryPolicy,
     GatewayError,
     InvalidTopicName,
@@ -354,7 +356,7 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         schema=_AUTO_TOPIC_CREATION[1],
     ),
     PolicySpec(
-        "autoSubscriptionCreation",
+        AUTO_SUBSCRIPTION_CREATION_POLICY,
         "autoSubscriptionCreation",
         "autoSubscriptionCreation",
         _AUTO_SUBSCRIPTION_CREATION[0],
@@ -450,7 +452,7 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         schema=_INT_SCHEMA,
     ),
     PolicySpec(
-        "subscriptionTypesEnabled",
+        SUBSCRIPTION_TYPES_POLICY,
         "subscriptionTypesEnabled",
         "subscriptionTypesEnabled",
         _SUBSCRIPTION_TYPES,
