@@ -76,8 +76,9 @@ class UnloadService:
         self._subscriptions = subscriptions
         #: the id of the last entry applied (b"" until the start-up read)
         self._applied: bytes = b""
-        self._reading = False
-        self._again = False
+        #: one reader at a time: a caller waits for the one before it, then reads on from
+        #: where it stopped (so an unload is applied here before the request is answered)
+        self._reading = asyncio.Lock()
         self._tasks: set[asyncio.Task[int]] = set()
         self._looks = Periodic("unload check", LOOK_INTERVAL, self.apply)
 
@@ -126,28 +127,17 @@ class UnloadService:
     async def apply(self) -> int:
         """Apply the unloads appended since the last one applied (also called periodically,
         for an announcement this gateway missed); returns how many clients were closed."""
-        if self._reading:  # one reader at a time; a call meanwhile reads again after it
-            self._again = True
-            return 0
-        self._reading = True
         closed = 0
-        try:
-            while True:
-                self._again = False
-                entries = await self._lane.call(
-                    "XRANGE", self._keys.unloads, b"(" + self._applied, "+"
-                )
-                for entry_id, fields in entries:
-                    scope, kind = _field(fields, b"scope"), _field(fields, b"kind")
-                    if kind == TERMINATED:
-                        closed += await self._terminated(scope)
-                    else:
-                        closed += await self._close(scope)
-                    self._applied = entry_id
-                if not self._again:
-                    return closed
-        finally:
-            self._reading = False
+        async with self._reading:
+            entries = await self._lane.call("XRANGE", self._keys.unloads, b"(" + self._applied, "+")
+            for entry_id, fields in entries:
+                scope, kind = _field(fields, b"scope"), _field(fields, b"kind")
+                if kind == TERMINATED:
+                    closed += await self._terminated(scope)
+                else:
+                    closed += await self._close(scope)
+                self._applied = entry_id
+        return closed
 
     async def _terminated(self, topic: str) -> int:
         def matches(name: str) -> bool:
