@@ -110,6 +110,9 @@ from pulsar_gateway.core.policies.delayed_delivery import (
 )
 from pulsar_gateway.core.policies.policies import (
     AUTO_SUBSCRIPTION_CREATION_POLICY,
+    MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY,
+    MAX_PRODUCERS_POLICY,
+    MAX_SUBSCRIPTIONS_POLICY,
     SUBSCRIPTION_TYPES_POLICY,
 )
 from pulsar_gateway.core.policies.unacked_limits import (
@@ -142,7 +145,10 @@ __all__ = [
     "DEFAULT_ALLOW_AUTO_UPDATE",
     "DEFAULT_VALIDATION_ENFORCED",
     "DELAYED_DELIVERY_POLICY",
+    "MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY",
     "MAX_PAGE",
+    "MAX_PRODUCERS_POLICY",
+    "MAX_SUBSCRIPTIONS_POLICY",
     "MAX_UNACKED_PER_CONSUMER_POLICY",
     "MAX_UNACKED_PER_SUBSCRIPTION_POLICY",
     "PARTITION_SUFFIX",

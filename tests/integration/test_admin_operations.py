@@ -451,3 +451,32 @@ def test_auto_subscription_creation_off_refuses_new_subscriptions(
     client.create_reader(topic, pulsar.MessageId.earliest).close()
     assert admin("DELETE", f"{base}{NS}/autoSubscriptionCreation")[0] == 204
     client.subscribe(topic, "new-sub").close()
+
+
+def test_max_producers_refuses_one_more(gateway: GatewayThread, client: Any) -> None:
+    base = gateway.http_url
+    topic = "persistent://public/default/few-producers"
+    assert admin("PUT", f"{base}{TOPICS}/few-producers")[0] == 204
+    assert admin("POST", f"{base}{TOPICS}/few-producers/maxProducers", 1)[0] == 204
+    first = client.create_producer(topic)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic)
+    first.close()
+    client.create_producer(topic).close()
+
+
+def test_max_subscriptions_and_consumers_per_subscription(
+    gateway: GatewayThread, client: Any
+) -> None:
+    base = gateway.http_url
+    topic = "persistent://public/default/few-subs"
+    assert admin("POST", f"{base}{NS}/maxSubscriptionsPerTopic", 1)[0] == 204
+    assert admin("POST", f"{base}{NS}/maxConsumersPerSubscription", 1)[0] == 204
+    shared = pulsar.ConsumerType.Shared
+    first = client.subscribe(topic, "only", consumer_type=shared)
+    with pytest.raises(pulsar.NotAllowedError):
+        client.subscribe(topic, "another", consumer_type=shared)
+    with pytest.raises(pulsar.ConsumerBusy):
+        client.subscribe(topic, "only", consumer_type=shared)
+    first.close()
+    client.subscribe(topic, "only", consumer_type=shared).close()  # room again

@@ -21,7 +21,12 @@ from pulsar_gateway.core.consuming.non_persistent import (
     NonPersistentSubscriptions,
 )
 from pulsar_gateway.core.consuming.subscription import Subscription
-from pulsar_gateway.core.errors import GatewayError, NotAllowed, SubscriptionNotFound
+from pulsar_gateway.core.errors import (
+    ConsumerBusy,
+    GatewayError,
+    NotAllowed,
+    SubscriptionNotFound,
+)
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import TopicMeters
 from pulsar_gateway.core.model.key_shared import KeySharedPolicy
@@ -32,6 +37,8 @@ from pulsar_gateway.core.periodic import Periodic
 from pulsar_gateway.core.policies import unacked_limits
 from pulsar_gateway.core.policies.policies import (
     AUTO_SUBSCRIPTION_CREATION_POLICY,
+    MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY,
+    MAX_SUBSCRIPTIONS_POLICY,
     SUBSCRIPTION_TYPES_POLICY,
     Policies,
 )
@@ -111,9 +118,11 @@ class SubscriptionService:
         self, topic: Topic, subscription: str, sub_type: SubscriptionType, durable: bool
     ) -> None:
         """The subscription policies of ``topic`` (topic level, else its namespace's):
-        ``subscriptionTypesEnabled`` (Pulsar's ``AbstractTopic.checkSubscriptionTypesEnable``)
-        and, for a durable subscription that does not exist yet on a persistent topic,
-        ``autoSubscriptionCreation`` (``ServerCnx.handleSubscribe``)."""
+        ``subscriptionTypesEnabled`` (Pulsar's ``AbstractTopic.checkSubscriptionTypesEnable``);
+        on a persistent topic, ``autoSubscriptionCreation`` for a durable subscription that
+        does not exist yet (``ServerCnx.handleSubscribe``), ``maxSubscriptionsPerTopic`` and
+        ``maxConsumersPerSubscription``. The counts are read just before the subscribe, so
+        two subscribes racing on two gateways may both pass a limit by one."""
         if self._policies is None:
             return
         enabled = await self._policies.effective(topic.name, SUBSCRIPTION_TYPES_POLICY)
@@ -121,15 +130,27 @@ class SubscriptionService:
             raise NotAllowed(
                 f"Topic[{topic.full_name}] doesn't support {sub_type.pulsar_name} sub type!"
             )
-        if not durable or not topic.name.persistent:
+        if not topic.name.persistent:
             return
-        auto = await self._policies.effective(topic.name, AUTO_SUBSCRIPTION_CREATION_POLICY)
-        if (
-            isinstance(auto, dict)
-            and auto.get("allowAutoSubscriptionCreation") is False
-            and subscription not in await topic.subscriptions()
-        ):
+        policies = self._policies
+        max_subscriptions = await policies.effective(topic.name, MAX_SUBSCRIPTIONS_POLICY)
+        max_consumers = await policies.effective(topic.name, MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY)
+        auto = await policies.effective(topic.name, AUTO_SUBSCRIPTION_CREATION_POLICY)
+        no_auto = isinstance(auto, dict) and auto.get("allowAutoSubscriptionCreation") is False
+        if not (max_subscriptions or max_consumers or (durable and no_auto)):
+            return
+        counts = await topics.topic_counts(self._lane, topic.keys, subscription)
+        if durable and no_auto and not counts.subscription_exists:
             raise SubscriptionNotFound("Subscription does not exist")
+        exists = counts.subscription_exists
+        if max_subscriptions and not exists and counts.subscriptions >= max_subscriptions:
+            # PersistentTopic.subscribe: isSubscriptionsExceeded
+            raise NotAllowed(
+                f"Exceed the maximum number of subscriptions of the topic: {topic.full_name}"
+            )
+        if max_consumers and counts.consumers >= max_consumers:
+            # Dispatcher.isConsumersExceededOnSubscription
+            raise ConsumerBusy("Subscription reached max consumers limit")
 
     def _policies_changed(self) -> None:
         if self._refresh is None or self._refresh.done():

@@ -26,6 +26,9 @@ from pulsar_gateway.core.storage.notifier import Notifier
 __all__ = [
     "AUTO_SUBSCRIPTION_CREATION_POLICY",
     "CACHE_SECONDS",
+    "MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY",
+    "MAX_PRODUCERS_POLICY",
+    "MAX_SUBSCRIPTIONS_POLICY",
     "SUBSCRIPTION_TYPES_POLICY",
     "Policies",
 ]
@@ -38,6 +41,10 @@ CACHE_SECONDS = 5.0
 SUBSCRIPTION_TYPES_POLICY = "subscriptionTypesEnabled"
 #: ``{"allowAutoSubscriptionCreation": bool}``; unset: subscriptions are created on use.
 AUTO_SUBSCRIPTION_CREATION_POLICY = "autoSubscriptionCreation"
+#: Limits checked when a producer or consumer attaches (integers; 0 or unset: none).
+MAX_PRODUCERS_POLICY = "maxProducersPerTopic"
+MAX_SUBSCRIPTIONS_POLICY = "maxSubscriptionsPerTopic"
+MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY = "maxConsumersPerSubscription"
 
 
 class Policies:

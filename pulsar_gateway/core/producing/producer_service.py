@@ -16,7 +16,7 @@ import itertools
 import logging
 from collections.abc import Callable
 
-from pulsar_gateway.core.errors import GatewayError, TopicTerminated
+from pulsar_gateway.core.errors import GatewayError, ProducerBusy, TopicTerminated
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import TopicMeters
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
@@ -25,7 +25,7 @@ from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.periodic import Periodic
 from pulsar_gateway.core.policies import backlog_quota, deduplication, delayed_delivery
 from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
-from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.policies.policies import MAX_PRODUCERS_POLICY, Policies
 from pulsar_gateway.core.producing.non_persistent import NonPersistentIds, NonPersistentProducer
 from pulsar_gateway.core.producing.producer import (
     Producer,
@@ -125,6 +125,8 @@ class ProducerService:
             ProducerBlockedQuotaExceeded: the backlog is over a ``producer_request_hold``
                 (ProducerBlockedQuotaExceededError) or ``producer_exception``
                 (ProducerBlockedQuotaExceededException) quota.
+            TopicTerminated: the topic was terminated.
+            ProducerBusy: the topic's ``maxProducersPerTopic`` is reached.
             StorageError: Redis failed.
         """
         topic = self._topics.get(name)
@@ -133,6 +135,7 @@ class ProducerService:
             if await topics.is_terminated(self._lane, topic.keys):
                 # PersistentTopic.addProducer: TopicTerminatedException
                 raise TopicTerminated("Topic was already terminated")
+            await self._check_max_producers(topic, producer_name or "")
             # before the schema, as ServerCnx.handleProducer checks the quotas first
             await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
         version = await self._schemas.register_producer(topic.name, schema)
@@ -188,6 +191,19 @@ class ProducerService:
         )
         producer.deduplication, producer.delayed_delivery = await self._topic_policies(topic.name)
         return producer
+
+    async def _check_max_producers(self, topic: Topic, producer_name: str) -> None:
+        """``maxProducersPerTopic`` (topic level, else its namespace's): Pulsar's
+        ``AbstractTopic.isProducersExceeded``. Counted just before the producer registers, so
+        two producers racing on two gateways may both pass the limit by one."""
+        if self._policies is None:
+            return
+        limit = await self._policies.effective(topic.name, MAX_PRODUCERS_POLICY)
+        if not limit:
+            return
+        counts = await topics.topic_counts(self._lane, topic.keys, producer_name=producer_name)
+        if counts.producers >= limit:
+            raise ProducerBusy(f"Topic '{topic.full_name}' reached max producers limit")
 
     async def publisher(self, name: TopicName | str, producer_name: str) -> ProducerHandle:
         """A producer for one-off appends that is not registered with the fleet, as

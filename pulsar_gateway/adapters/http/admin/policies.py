@@ -26,6 +26,9 @@ from pulsar_gateway.adapters.resource import SERVICES, fail, http_error, read_te
 from pulsar_gateway.core import (
     AUTO_SUBSCRIPTION_CREATION_POLICY,
     DELAYED_DELIVERY_POLICY,
+    MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY,
+    MAX_PRODUCERS_POLICY,
+    MAX_SUBSCRIPTIONS_POLICY,
     MAX_UNACKED_PER_CONSUMER_POLICY,
     MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
     SUBSCRIPTION_TYPES_POLICY,
@@ -404,7 +407,7 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         removable=False,
     ),
     PolicySpec(
-        "maxProducersPerTopic",
+        MAX_PRODUCERS_POLICY,
         "maxProducersPerTopic",
         "maxProducers",
         _COUNT,
@@ -420,7 +423,7 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         default=lambda services: 0,
     ),
     PolicySpec(
-        "maxConsumersPerSubscription",
+        MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY,
         "maxConsumersPerSubscription",
         "maxConsumersPerSubscription",
         _COUNT,
@@ -428,7 +431,7 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         default=lambda services: 0,
     ),
     PolicySpec(
-        "maxSubscriptionsPerTopic",
+        MAX_SUBSCRIPTIONS_POLICY,
         "maxSubscriptionsPerTopic",
         "maxSubscriptionsPerTopic",
         _COUNT,

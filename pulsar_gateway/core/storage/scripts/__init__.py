@@ -128,6 +128,7 @@ READ_ONLY: Final = frozenset(
         "message_id_at_time",
         "position_at_time",
         "subscription_peek",
+        "topic_counts",
         "topic_terminated",
         "topic_stats",
     }

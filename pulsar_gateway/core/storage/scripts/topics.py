@@ -28,6 +28,7 @@ __all__ = [
     "EvictionMode",
     "MaintenanceReply",
     "MetadataOperation",
+    "TopicCounts",
     "backlog_evict",
     "backlog_size_after",
     "backlog_usage",
@@ -40,6 +41,7 @@ __all__ = [
     "is_terminated",
     "partitioned_metadata",
     "register_schema",
+    "topic_counts",
     "topic_maintenance",
     "topic_terminate",
     "topic_truncate",
@@ -262,6 +264,34 @@ def topic_terminate(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[bytes
         return None if value == b"-" else value
 
     return lane.eval(SCRIPTS["topic_terminate"], [keys.stream, keys.ledger], [], decode)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCounts:
+    """``topic_counts.lua``: what the limit policies count."""
+
+    producers: int
+    subscriptions: int
+    subscription_exists: bool
+    consumers: int
+
+
+def topic_counts(
+    lane: ScriptRunner, keys: TopicKeys, subscription: str = "", producer_name: str = ""
+) -> asyncio.Future[TopicCounts]:
+    """Live producers (but ``producer_name``) and subscriptions of the topic partition;
+    with ``subscription``, whether it exists and its live consumers."""
+
+    def decode(reply: list[Any]) -> TopicCounts:
+        return TopicCounts(int(reply[0]), int(reply[1]), bool(int(reply[2])), int(reply[3]))
+
+    consumers = keys.consumers(subscription) if subscription else keys.producers
+    return lane.eval(
+        SCRIPTS["topic_counts"],
+        [keys.producers, keys.subscriptions, consumers],
+        [subscription, producer_name],
+        decode,
+    )
 
 
 def is_terminated(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[bool]:

@@ -1,0 +1,24 @@
+--[[ topic_counts: what the limit policies count before a producer or consumer attaches,
+read only (Pulsar's AbstractTopic.isProducersExceeded, isSubscriptionsExceeded,
+PersistentSubscription's consumer count): live producers (unexpired leases), the topic's
+subscriptions, and whether one subscription exists and how many live consumers it has.
+
+KEYS[1] producer leases zset   KEYS[2] subscriptions hash   KEYS[3] the subscription's
+consumer leases zset ('' subscription: the topic's counts only)
+ARGV[1] subscription name ('' for none)   ARGV[2] a producer name not to count (one
+reconnecting before its lease ran out is not a new producer)
+Returns {producers, subscriptions, subscription exists 1|0, its consumers}
+]]
+local now = now_ms()
+local producers = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+if ARGV[2] ~= '' then
+  local expiry = redis.call('ZSCORE', KEYS[1], ARGV[2])
+  if expiry and tonumber(expiry) > now then producers = producers - 1 end
+end
+local subscriptions = redis.call('HLEN', KEYS[2])
+local exists, consumers = 0, 0
+if ARGV[1] ~= '' then
+  exists = redis.call('HEXISTS', KEYS[2], ARGV[1])
+  consumers = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
+end
+return {producers, subscriptions, exists, consumers}
