@@ -480,3 +480,10 @@ def test_max_subscriptions_and_consumers_per_subscription(
         client.subscribe(topic, "only", consumer_type=shared)
     first.close()
     client.subscribe(topic, "only", consumer_type=shared).close()  # room again
+
+
+def test_backlog_size_of_positions_past_every_entry(gateway: GatewayThread) -> None:
+    url = f"{gateway.http_url}{TOPICS}/far/backlogSize"
+    assert admin("PUT", f"{gateway.http_url}{TOPICS}/far")[0] == 204
+    assert admin("PUT", url, {"ledgerId": 2**62, "entryId": 2**62}) == (200, 0)
+    assert admin("PUT", url, {"ledgerId": 2**64, "entryId": 0})[0] == 412

@@ -57,6 +57,11 @@ __all__ = ["CursorPosition", "SubscriptionAdmin"]
 _LATEST = (1 << 63) - 1
 
 
+#: Above any ledger id or entry number stored (ledger ids are Redis ms times, entries a
+#: count), and exact in the scripts' Lua numbers (doubles).
+MAX_LEDGER_ID = 2**53
+
+
 @dataclass(frozen=True, slots=True)
 class CursorPosition:
     """A ``ResetCursorData``: an entry, whether the position is just after it
@@ -537,6 +542,8 @@ class SubscriptionAdmin:
         handle = await self._single(topic, "Get backlog size by message id")
         if not await self.exists(topic):
             raise TopicNotFound(f"Topic {topic} not found")
+        if position.ledger_id >= MAX_LEDGER_ID or position.entry_id >= MAX_LEDGER_ID:
+            return 0  # past every stored entry (ledger ids are Redis ms times)
         return await topics.backlog_size_after(self._lane, handle.keys, position.stream_id)
 
     async def terminate(self, topic: TopicName) -> MessageId:

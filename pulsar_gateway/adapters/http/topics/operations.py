@@ -131,7 +131,7 @@ async def backlog_size_by_message_id(services: Services, request: web.Request) -
     ledger, entry = body.get("ledgerId"), body.get("entryId")
     if type(ledger) is not int or type(entry) is not int:  # bool is an int: refused too
         raise fail(web.HTTPBadRequest, "Invalid message id: ledgerId and entryId are required")
-    if ledger < 0 or entry < 0:
+    if not (0 <= ledger < 2**63 and 0 <= entry < 2**63):  # Pulsar's ids are Java longs
         raise fail(web.HTTPPreconditionFailed, f"Invalid message id {ledger}:{entry}")
     position = MessageId(ledger, entry)
     return await services.subscription_admin.backlog_size_after(topic_name(request), position)
