@@ -115,7 +115,12 @@ class SubscriptionService:
         return await unacked_limits.effective(self._policies, topic, self._default_limits)
 
     async def _check_policies(
-        self, topic: Topic, subscription: str, sub_type: SubscriptionType, durable: bool
+        self,
+        topic: Topic,
+        subscription: str,
+        sub_type: SubscriptionType,
+        durable: bool,
+        counts: topics.TopicCounts | None,
     ) -> None:
         """The subscription policies of ``topic`` (topic level, else its namespace's):
         ``subscriptionTypesEnabled`` (Pulsar's ``AbstractTopic.checkSubscriptionTypesEnable``);
@@ -130,16 +135,13 @@ class SubscriptionService:
             raise NotAllowed(
                 f"Topic[{topic.full_name}] doesn't support {sub_type.pulsar_name} sub type!"
             )
-        if not topic.name.persistent:
+        if counts is None:  # a non-persistent topic
             return
         policies = self._policies
         max_subscriptions = await policies.effective(topic.name, MAX_SUBSCRIPTIONS_POLICY)
         max_consumers = await policies.effective(topic.name, MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY)
         auto = await policies.effective(topic.name, AUTO_SUBSCRIPTION_CREATION_POLICY)
         no_auto = isinstance(auto, dict) and auto.get("allowAutoSubscriptionCreation") is False
-        if not (max_subscriptions or max_consumers or (durable and no_auto)):
-            return
-        counts = await topics.topic_counts(self._lane, topic.keys, subscription)
         if durable and no_auto and not counts.subscription_exists:
             raise SubscriptionNotFound("Subscription does not exist")
         exists = counts.subscription_exists
@@ -205,7 +207,11 @@ class SubscriptionService:
             # PersistentTopic.subscribe refuses it the same way
             raise NotAllowed("readCompacted only allowed on failover or exclusive subscriptions")
         await topic.register()
-        await self._check_policies(topic, subscription, sub_type, durable)
+        counts = None
+        if topic.name.persistent:
+            counts = await topics.topic_counts(self._lane, topic.keys, subscription)
+            topic.terminated = topic.terminated or counts.terminated
+        await self._check_policies(topic, subscription, sub_type, durable, counts)
         uid = f"{self._gateway_id}-{next(self._uids)}"
         if not topic.name.persistent:
             return await self._non_persistent.subscribe(
@@ -237,8 +243,6 @@ class SubscriptionService:
                 self._notifier.subscribe(channel, lambda: self._wake_channel(channel))
             subs.add(sub)
         sub.read_compacted = read_compacted
-        if not topic.terminated and await topics.is_terminated(self._lane, topic.keys):
-            topic.terminated = True
         position = start_position(initial_position, None if durable else start_message_id)
         try:
             return await sub.attach(

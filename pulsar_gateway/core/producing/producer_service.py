@@ -132,10 +132,13 @@ class ProducerService:
         topic = self._topics.get(name)
         await topic.register()
         if topic.name.persistent:
-            if await topics.is_terminated(self._lane, topic.keys):
+            counts = await topics.topic_counts(
+                self._lane, topic.keys, producer_name=producer_name or ""
+            )
+            if counts.terminated:
                 # PersistentTopic.addProducer: TopicTerminatedException
                 raise TopicTerminated("Topic was already terminated")
-            await self._check_max_producers(topic, producer_name or "")
+            await self._check_max_producers(topic, counts)
             # before the schema, as ServerCnx.handleProducer checks the quotas first
             await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
         version = await self._schemas.register_producer(topic.name, schema)
@@ -192,17 +195,14 @@ class ProducerService:
         producer.deduplication, producer.delayed_delivery = await self._topic_policies(topic.name)
         return producer
 
-    async def _check_max_producers(self, topic: Topic, producer_name: str) -> None:
+    async def _check_max_producers(self, topic: Topic, counts: topics.TopicCounts) -> None:
         """``maxProducersPerTopic`` (topic level, else its namespace's): Pulsar's
         ``AbstractTopic.isProducersExceeded``. Counted just before the producer registers, so
         two producers racing on two gateways may both pass the limit by one."""
         if self._policies is None:
             return
         limit = await self._policies.effective(topic.name, MAX_PRODUCERS_POLICY)
-        if not limit:
-            return
-        counts = await topics.topic_counts(self._lane, topic.keys, producer_name=producer_name)
-        if counts.producers >= limit:
+        if limit and counts.producers >= limit:
             raise ProducerBusy(f"Topic '{topic.full_name}' reached max producers limit")
 
     async def publisher(self, name: TopicName | str, producer_name: str) -> ProducerHandle:
@@ -220,7 +220,7 @@ class ProducerService:
         await topic.register()
         if not topic.name.persistent:
             return self._non_persistent(topic, producer_name)
-        if await topics.is_terminated(self._lane, topic.keys):
+        if (await topics.topic_counts(self._lane, topic.keys)).terminated:
             raise TopicTerminated("Topic was already terminated")
         # Pulsar's REST produce checks no quota (a TODO in TopicsBase); here it is refused
         # as a producer would be, so every way in keeps to the quota.

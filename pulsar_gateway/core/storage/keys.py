@@ -227,7 +227,8 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "timestamp stored; ``x`` once the topic is terminated: its last entry's id (``-`` "
         "when it had none)",
         "``append_entries.lua`` (every append; a new ``id`` when the ledger is full; nothing "
-        "once ``x`` is set); ``x`` by ``topic_terminate.lua``; read by ``internal_stats.lua``",
+        "once ``x`` is set); ``x`` by ``topic_terminate.lua``; read by ``internal_stats.lua`` "
+        "and ``topic_counts.lua``",
         "TopicKeys.ledger",
     ),
     KeySpec(

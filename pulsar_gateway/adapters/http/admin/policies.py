@@ -190,7 +190,7 @@ TOPIC_PATH = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/
 _INT_SCHEMA = {"type": "integer", "minimum": 0}
 
 
-POLICIES: tuple[PolicySpec, ...] = (
+_GATEWAY_POLICIES: tuple[PolicySpec, ...] = (
     PolicySpec(
         "deduplication",
         "deduplication",
@@ -573,7 +573,8 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
     ),
 )
 
-POLICIES = POLICIES + PULSAR_POLICIES
+#: Every policy route's spec (schemas.py adds the schema policies).
+POLICIES: tuple[PolicySpec, ...] = _GATEWAY_POLICIES + PULSAR_POLICIES
 
 
 async def _read_value(request: web.Request, spec: PolicySpec, topic_level: bool) -> Any:

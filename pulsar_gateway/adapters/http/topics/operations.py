@@ -30,7 +30,7 @@ from pulsar_gateway.adapters.resource import (
 )
 from pulsar_gateway.core import MessageId, Services, TopicName, format_time
 
-__all__ = ["DOCS", "add_routes"]
+__all__ = ["DOCS", "add_routes", "message_id_json"]
 
 _DOMAIN_TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 _SUB = "subscription/{subName}"
@@ -117,7 +117,7 @@ async def message_id_by_timestamp(services: Services, request: web.Request) -> d
         timestamp = int(raw)
     except ValueError:
         raise fail(web.HTTPBadRequest, f"Invalid timestamp {raw[:40]!r}") from None
-    return _message_id(
+    return message_id_json(
         await services.subscription_admin.message_id_at(topic_name(request), timestamp)
     )
 
@@ -137,7 +137,8 @@ async def backlog_size_by_message_id(services: Services, request: web.Request) -
     return await services.subscription_admin.backlog_size_after(topic_name(request), position)
 
 
-def _message_id(message_id: MessageId) -> dict[str, int]:
+def message_id_json(message_id: MessageId) -> dict[str, int]:
+    """Pulsar's ``MessageIdImpl`` JSON."""
     return {
         "ledgerId": message_id.ledger_id,
         "entryId": message_id.entry_id,
@@ -152,7 +153,7 @@ async def terminate(services: Services, request: web.Request) -> dict[str, int]:
     topic = topic_name(request)
     last = await services.subscription_admin.terminate(topic)
     await services.unloads.terminated(str(topic))
-    return _message_id(last)
+    return message_id_json(last)
 
 
 async def terminate_partitions(services: Services, request: web.Request) -> dict[str, Any]:
@@ -165,7 +166,7 @@ async def terminate_partitions(services: Services, request: web.Request) -> dict
     out = {}
     for index in range(count):
         last = await services.subscription_admin.terminate(topic.partition(index))
-        out[str(index)] = _message_id(last)
+        out[str(index)] = message_id_json(last)
     await services.unloads.terminated(str(topic))
     return out
 

@@ -44,6 +44,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http.topics.operations import message_id_json
 from pulsar_gateway.adapters.pulsar_binary.codec import CodecError, parse_blob, proto_text
 from pulsar_gateway.adapters.pulsar_binary.entry_format import decompress
 from pulsar_gateway.adapters.resource import (
@@ -396,11 +397,7 @@ async def get_last_message_id(services: Services, request: web.Request) -> dict[
     """MessageIdImpl JSON; BatchMessageIdImpl's ``batchIndex`` (the last index) and
     ``batchSize`` when the last entry is a batch (PersistentTopic.getLastMessageId)."""
     message_id, batch_size = await services.subscription_admin.last_message_id(topic_name(request))
-    body: dict[str, Any] = {
-        "ledgerId": message_id.ledger_id,
-        "entryId": message_id.entry_id,
-        "partitionIndex": message_id.partition,
-    }
+    body: dict[str, Any] = message_id_json(message_id)
     if batch_size:
         body["batchIndex"] = batch_size - 1
         body["batchSize"] = batch_size

@@ -129,7 +129,6 @@ READ_ONLY: Final = frozenset(
         "position_at_time",
         "subscription_peek",
         "topic_counts",
-        "topic_terminated",
         "topic_stats",
     }
 )

@@ -38,7 +38,6 @@ __all__ = [
     "compaction_renew",
     "copy_subscriptions",
     "delete_topic",
-    "is_terminated",
     "partitioned_metadata",
     "register_schema",
     "topic_counts",
@@ -268,35 +267,34 @@ def topic_terminate(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[bytes
 
 @dataclass(frozen=True, slots=True)
 class TopicCounts:
-    """``topic_counts.lua``: what the limit policies count."""
+    """``topic_counts.lua``: what an attaching producer or consumer checks."""
 
     producers: int
     subscriptions: int
     subscription_exists: bool
     consumers: int
+    terminated: bool
 
 
 def topic_counts(
     lane: ScriptRunner, keys: TopicKeys, subscription: str = "", producer_name: str = ""
 ) -> asyncio.Future[TopicCounts]:
-    """Live producers (but ``producer_name``) and subscriptions of the topic partition;
-    with ``subscription``, whether it exists and its live consumers."""
+    """Whether the topic partition was terminated, its live producers (but
+    ``producer_name``) and subscriptions; with ``subscription``, whether it exists and its
+    live consumers."""
 
     def decode(reply: list[Any]) -> TopicCounts:
-        return TopicCounts(int(reply[0]), int(reply[1]), bool(int(reply[2])), int(reply[3]))
+        return TopicCounts(
+            int(reply[0]), int(reply[1]), bool(int(reply[2])), int(reply[3]), bool(int(reply[4]))
+        )
 
     consumers = keys.consumers(subscription) if subscription else keys.producers
     return lane.eval(
         SCRIPTS["topic_counts"],
-        [keys.producers, keys.subscriptions, consumers],
+        [keys.producers, keys.subscriptions, consumers, keys.ledger],
         [subscription, producer_name],
         decode,
     )
-
-
-def is_terminated(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[bool]:
-    """Whether the topic partition was terminated."""
-    return lane.eval(SCRIPTS["topic_terminated"], [keys.ledger], [], bool)
 
 
 def topic_truncate(lane: ScriptRunner, keys: TopicKeys) -> asyncio.Future[int]:

@@ -1,13 +1,14 @@
---[[ topic_counts: what the limit policies count before a producer or consumer attaches,
-read only (Pulsar's AbstractTopic.isProducersExceeded, isSubscriptionsExceeded,
+--[[ topic_counts: what a producer or consumer checks before it attaches, in one read-only
+call: whether the topic was terminated (topic_terminate.lua), and what the limit policies
+count (Pulsar's AbstractTopic.isProducersExceeded, isSubscriptionsExceeded,
 PersistentSubscription's consumer count): live producers (unexpired leases), the topic's
 subscriptions, and whether one subscription exists and how many live consumers it has.
 
 KEYS[1] producer leases zset   KEYS[2] subscriptions hash   KEYS[3] the subscription's
-consumer leases zset ('' subscription: the topic's counts only)
+consumer leases zset ('' subscription: the topic's counts only)   KEYS[4] ledger hash
 ARGV[1] subscription name ('' for none)   ARGV[2] a producer name not to count (one
 reconnecting before its lease ran out is not a new producer)
-Returns {producers, subscriptions, subscription exists 1|0, its consumers}
+Returns {producers, subscriptions, subscription exists 1|0, its consumers, terminated 1|0}
 ]]
 local now = now_ms()
 local producers = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
@@ -21,4 +22,4 @@ if ARGV[1] ~= '' then
   exists = redis.call('HEXISTS', KEYS[2], ARGV[1])
   consumers = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
 end
-return {producers, subscriptions, exists, consumers}
+return {producers, subscriptions, exists, consumers, redis.call('HEXISTS', KEYS[4], 'x')}
