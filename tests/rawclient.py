@@ -174,11 +174,12 @@ class RawConnection:
         producer_name: str,
         payload: bytes,
         corrupt: str | None = None,
+        publish_time: int | None = None,
     ) -> None:
         metadata = pb.MessageMetadata(
             producer_name=producer_name,
             sequence_id=sequence_id,
-            publish_time=int(time.time() * 1000),
+            publish_time=int(time.time() * 1000) if publish_time is None else publish_time,
         )
         blob = bytearray(codec.make_blob(metadata, payload))
         if corrupt == "crc":

@@ -29,7 +29,12 @@ from pulsar_gateway.core.admin.compaction import (
 )
 from pulsar_gateway.core.admin.scheduled_messages import MAX_PAGE, ScheduledMessage
 from pulsar_gateway.core.admin.subscription_admin import CursorPosition
-from pulsar_gateway.core.consuming.consumer import ConsumerHandle, ConsumerSink, LastMessageId
+from pulsar_gateway.core.consuming.consumer import (
+    ConsumerHandle,
+    ConsumerSink,
+    LastMessageId,
+    redeliver_unacknowledged,
+)
 from pulsar_gateway.core.errors import (
     AlreadyExists,
     AuthenticationError,
@@ -38,6 +43,7 @@ from pulsar_gateway.core.errors import (
     ConsumerAssignError,
     ConsumerBusy,
     ConsumerNotFound,
+    EncryptionRequired,
     GatewayError,
     IncompatibleSchema,
     InvalidNamespaceName,
@@ -61,6 +67,7 @@ from pulsar_gateway.core.errors import (
     SubscriptionConflict,
     SubscriptionNotFound,
     TenantNotFound,
+    TooManyTopics,
     TopicBusy,
     TopicConflict,
     TopicNotFound,
@@ -110,11 +117,15 @@ from pulsar_gateway.core.policies.delayed_delivery import (
 )
 from pulsar_gateway.core.policies.policies import (
     AUTO_SUBSCRIPTION_CREATION_POLICY,
+    INACTIVE_TOPIC_POLICY,
     MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY,
+    MAX_CONSUMERS_PER_TOPIC_POLICY,
     MAX_PRODUCERS_POLICY,
     MAX_SUBSCRIPTIONS_POLICY,
+    SUBSCRIPTION_EXPIRATION_POLICY,
     SUBSCRIPTION_TYPES_POLICY,
 )
+from pulsar_gateway.core.policies.rate_limits import PublishRateLimiter, PublishThrottle
 from pulsar_gateway.core.policies.unacked_limits import (
     MAX_UNACKED_PER_CONSUMER_POLICY,
     MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
@@ -145,7 +156,9 @@ __all__ = [
     "DEFAULT_ALLOW_AUTO_UPDATE",
     "DEFAULT_VALIDATION_ENFORCED",
     "DELAYED_DELIVERY_POLICY",
+    "INACTIVE_TOPIC_POLICY",
     "MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY",
+    "MAX_CONSUMERS_PER_TOPIC_POLICY",
     "MAX_PAGE",
     "MAX_PRODUCERS_POLICY",
     "MAX_SUBSCRIPTIONS_POLICY",
@@ -155,6 +168,7 @@ __all__ = [
     "QUOTA_TYPES",
     "SCHEMA_STRATEGIES",
     "SCHEMA_TYPES",
+    "SUBSCRIPTION_EXPIRATION_POLICY",
     "SUBSCRIPTION_TYPES_POLICY",
     "VALIDATION_ENFORCED_POLICY",
     "AlreadyExists",
@@ -174,6 +188,7 @@ __all__ = [
     "DelayedDeliveryPolicy",
     "Delivery",
     "DeliveryDelayNotAllowed",
+    "EncryptionRequired",
     "EntryFormatError",
     "EntryInspector",
     "Gate",
@@ -204,6 +219,8 @@ __all__ = [
     "ProducerHandle",
     "ProducerNotFound",
     "PublishBuffer",
+    "PublishRateLimiter",
+    "PublishThrottle",
     "ScheduledMessage",
     "SchemaData",
     "ServiceNotReady",
@@ -216,6 +233,7 @@ __all__ = [
     "SubscriptionType",
     "TenantInfo",
     "TenantNotFound",
+    "TooManyTopics",
     "TopicBusy",
     "TopicConflict",
     "TopicName",
@@ -233,6 +251,7 @@ __all__ = [
     "parse_backlog_quota",
     "parse_quota_type",
     "parse_topic_name",
+    "redeliver_unacknowledged",
     "schema_type_name",
     "signed64",
     "start_position",

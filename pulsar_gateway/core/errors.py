@@ -11,6 +11,7 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── NotAllowed                    refused by policy/state   -> NotAllowedError
     │   ├── TopicConflict             name in use, wrong kind   (admin HTTP 409)
     │   ├── TopicBusy                 consumers connected       (admin HTTP 412)
+    │   ├── TooManyTopics             maxTopicsPerNamespace     (admin HTTP 412)
     │   ├── InvalidPartitionCount     e.g. fewer partitions     (admin HTTP 406/422)
     │   ├── SubscriptionConflict      subscription exists       (admin HTTP 409)
     │   └── SubscriptionBusy          consumers connected       (admin HTTP 412)
@@ -25,6 +26,7 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
     ├── TopicNotFound                                           -> TopicNotFound
     ├── MessageTooLarge                                         -> NotAllowedError
+    ├── EncryptionRequired            encryptionRequired policy -> MetadataError (HTTP 412)
     ├── ProducerBlockedQuotaExceeded  backlog over a quota that (admin and REST HTTP 503)
     │   │                             blocks producers
     │   ├── ProducerBlockedQuotaExceededError      policy     -> ProducerBlocked-
@@ -62,6 +64,7 @@ __all__ = [
     "ConsumerAssignError",
     "ConsumerBusy",
     "ConsumerNotFound",
+    "EncryptionRequired",
     "GatewayError",
     "IncompatibleSchema",
     "InvalidNamespaceName",
@@ -85,6 +88,7 @@ __all__ = [
     "SubscriptionConflict",
     "SubscriptionNotFound",
     "TenantNotFound",
+    "TooManyTopics",
     "TopicBusy",
     "TopicConflict",
     "TopicNotFound",
@@ -160,12 +164,21 @@ class TopicBusy(NotAllowed):
     """The topic has connected consumers and the request did not force it."""
 
 
+class TooManyTopics(NotAllowed):
+    """Creating the topic would take its namespace past ``maxTopicsPerNamespace``."""
+
+
 class InvalidPartitionCount(NotAllowed):
     """A partition count Pulsar refuses (not positive, or a decrease)."""
 
 
 class MessageTooLarge(GatewayError):
     """The message is larger than the gateway's max message size."""
+
+
+class EncryptionRequired(GatewayError):
+    """The namespace requires encrypted messages (``encryptionRequired``) and the producer,
+    or the message, is not encrypted."""
 
 
 class StorageError(GatewayError):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pulsar_gateway.core.admin.compaction import CompactionService
 from pulsar_gateway.core.admin.internal_stats import InternalStats
@@ -28,6 +29,7 @@ from pulsar_gateway.core.policies.backlog_quota import BacklogQuotas
 from pulsar_gateway.core.policies.backlog_quota_monitor import BacklogQuotaMonitor
 from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
 from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.policies.rate_limits import RateLimits
 from pulsar_gateway.core.producing.producer_service import ProducerService
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.topics.cluster import Cluster
@@ -52,6 +54,9 @@ class Limits:
             for Redis at which it stops being read, until half are answered.
         max_concurrent_lookups: lookups in progress at once (more: TooManyRequests).
         http_max_request_size: the largest HTTP request body (bytes).
+        default_inactive_topic_policies: the ``InactiveTopicPolicies`` JSON of topics
+            without a policy (the gateway's ``brokerDeleteInactiveTopics*`` options), as
+            the admin API reports it.
     """
 
     max_message_size: int
@@ -61,6 +66,7 @@ class Limits:
     max_pending_publishes: int
     max_concurrent_lookups: int
     http_max_request_size: int
+    default_inactive_topic_policies: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +93,8 @@ class Services:
         backlog_quota_monitor: this gateway's backlog quota checks (run one on demand).
         runtime_configuration: this gateway's settings by Pulsar's names, secrets left
             out (``GET /admin/v2/brokers/configuration/runtime``).
+        rate_limits: this gateway's publish, dispatch and subscribe rate limiters (the
+            front ends pause producers on a topic's publish rate).
     """
 
     producers: ProducerService
@@ -115,3 +123,4 @@ class Services:
     fleet: Fleet
     backlog_quota_monitor: BacklogQuotaMonitor
     runtime_configuration: Mapping[str, str]
+    rate_limits: RateLimits

@@ -159,6 +159,37 @@ def _check_limit_or_off(value: object) -> int:
     return value
 
 
+def _check_topic_type(value: object) -> str:
+    if value not in ("non-partitioned", "partitioned"):
+        raise ValueError(f"must be non-partitioned or partitioned, got {value!r}")
+    return str(value)
+
+
+def _check_inactive_topic_mode(value: object) -> str:
+    """Pulsar's ``InactiveTopicDeleteMode``."""
+    if value not in ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"):
+        raise ValueError(
+            "must be delete_when_no_subscriptions or delete_when_subscriptions_caught_up, "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
+def _check_optional_non_negative_int(value: object) -> int | None:
+    if value is None:
+        return None
+    return _check_non_negative_int(value)
+
+
+def _check_non_negative_minutes(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"must be a number of minutes, got {value!r}")
+    minutes = float(value)
+    if not math.isfinite(minutes) or minutes < 0:
+        raise ValueError(f"must be 0 (off) or a positive number of minutes, got {value!r}")
+    return minutes
+
+
 def _check_fsync(value: object) -> str:
     if value not in ("everysec", "always"):
         raise ValueError(f"must be everysec or always, got {value!r}")
@@ -298,6 +329,15 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "topic_maintenance_interval_seconds": _check_positive_seconds,
     "backlog_quota_check_enabled": _check_bool,
     "backlog_quota_check_interval_seconds": _check_positive_seconds,
+    "broker_delete_inactive_topics_enabled": _check_bool,
+    "broker_delete_inactive_topics_frequency_seconds": _check_positive_seconds,
+    "broker_delete_inactive_topics_mode": _check_inactive_topic_mode,
+    "broker_delete_inactive_topics_max_inactive_duration_seconds": (
+        _check_optional_non_negative_int
+    ),
+    "broker_delete_inactive_partitioned_topic_metadata_enabled": _check_bool,
+    "subscription_expiration_time_minutes": _check_non_negative_int,
+    "subscription_expiry_check_interval_in_minutes": _check_non_negative_minutes,
     "stats_interval_seconds": _check_positive_seconds,
     "delayed_delivery_enabled": _check_bool,
     "delayed_delivery_max_delay_ms": _check_non_negative_ms,
@@ -313,6 +353,10 @@ _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "pulsar_channel_pause_receiving_requests_if_unwritable": _check_bool,
     "broker_max_connections": _check_non_negative_int,
     "broker_max_connections_per_ip": _check_non_negative_int,
+    "allow_auto_topic_creation": _check_bool,
+    "allow_auto_topic_creation_type": _check_topic_type,
+    "default_num_partitions": _check_positive_int,
+    "max_topics_per_namespace": _check_non_negative_int,
     "max_concurrent_lookup_request": _check_positive_int,
     "max_unacked_messages_per_consumer": _check_non_negative_int,
     "max_unacked_messages_per_subscription": _check_non_negative_int,
@@ -387,6 +431,27 @@ class GatewayConfig:
             producers or evicts, by the quota's policy. New producers are checked anyway.
         backlog_quota_check_interval_seconds: How often (Pulsar
             ``backlogQuotaCheckIntervalInSeconds``).
+        broker_delete_inactive_topics_enabled: Whether topics without an
+            ``inactiveTopicPolicies`` policy are deleted once inactive (Pulsar
+            ``brokerDeleteInactiveTopicsEnabled``, true there, false here: a namespace or
+            topic policy turns deletion on either way; docs/lifecycle.md).
+        broker_delete_inactive_topics_frequency_seconds: How often the fleet checks for
+            inactive topics (``brokerDeleteInactiveTopicsFrequencySeconds``).
+        broker_delete_inactive_topics_mode: What inactive means for topics without a
+            policy (``brokerDeleteInactiveTopicsMode``): no subscriptions, or every
+            subscription caught up.
+        broker_delete_inactive_topics_max_inactive_duration_seconds: How long a topic
+            without a policy must be inactive before it is deleted
+            (``brokerDeleteInactiveTopicsMaxInactiveDurationSeconds``); None = the
+            frequency.
+        broker_delete_inactive_partitioned_topic_metadata_enabled: Delete a partitioned
+            topic once all its partitions were deleted for inactivity
+            (``brokerDeleteInactivePartitionedTopicMetadataEnabled``).
+        subscription_expiration_time_minutes: Minutes without a consumer after which a
+            subscription is deleted, in namespaces without a ``subscriptionExpirationTime``
+            (``subscriptionExpirationTimeMinutes``); 0 = never.
+        subscription_expiry_check_interval_in_minutes: How often the fleet checks for
+            expired subscriptions (``subscriptionExpiryCheckIntervalInMinutes``); 0 = never.
         stats_interval_seconds: How often each gateway turns its counts into rates and
             reports them to the fleet (Pulsar ``statsUpdateFrequencyInSecs``).
         delayed_delivery_enabled: Whether delivery times are honoured on topics without a
@@ -419,6 +484,13 @@ class GatewayConfig:
         broker_max_connections, broker_max_connections_per_ip: Binary-protocol
             connections this gateway accepts at once, in all and from one IP address
             (``brokerMaxConnections``, ``brokerMaxConnectionsPerIp``); 0 = no limit.
+        allow_auto_topic_creation, allow_auto_topic_creation_type,
+        default_num_partitions: Whether a topic is created the first time a client names
+            it, and as what (Pulsar's ``allowAutoTopicCreation``,
+            ``allowAutoTopicCreationType``, ``defaultNumPartitions``); a namespace's
+            ``autoTopicCreation`` policy overrides them.
+        max_topics_per_namespace: Topics (partitions counted) a namespace may hold; 0 = no
+            limit (``maxTopicsPerNamespace``; the namespace policy overrides it).
         max_concurrent_lookup_request: LOOKUP and PARTITIONED_METADATA requests in
             progress at once; more are answered TooManyRequests
             (``maxConcurrentLookupRequest``).
@@ -496,6 +568,13 @@ class GatewayConfig:
     topic_maintenance_interval_seconds: float = 60.0
     backlog_quota_check_enabled: bool = True
     backlog_quota_check_interval_seconds: float = 60.0
+    broker_delete_inactive_topics_enabled: bool = False
+    broker_delete_inactive_topics_frequency_seconds: float = 60.0
+    broker_delete_inactive_topics_mode: str = "delete_when_no_subscriptions"
+    broker_delete_inactive_topics_max_inactive_duration_seconds: int | None = None
+    broker_delete_inactive_partitioned_topic_metadata_enabled: bool = False
+    subscription_expiration_time_minutes: int = 0
+    subscription_expiry_check_interval_in_minutes: float = 5.0
     stats_interval_seconds: float = 5.0
     delayed_delivery_enabled: bool = True
     delayed_delivery_max_delay_ms: int = 0
@@ -511,6 +590,10 @@ class GatewayConfig:
     pulsar_channel_pause_receiving_requests_if_unwritable: bool = True
     broker_max_connections: int = 0
     broker_max_connections_per_ip: int = 0
+    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation_type: str = "non-partitioned"
+    default_num_partitions: int = 1
+    max_topics_per_namespace: int = 0
     max_concurrent_lookup_request: int = 50_000
     max_unacked_messages_per_consumer: int = 50_000
     max_unacked_messages_per_subscription: int = 200_000
@@ -607,6 +690,16 @@ class GatewayConfig:
         if self.advertised_listeners is None:
             return {}
         return parse_advertised_listeners(self.advertised_listeners)
+
+    @property
+    def inactive_topic_max_seconds(self) -> int:
+        """How long a topic without an inactiveTopicPolicies policy must be inactive before
+        it is deleted: the option, else the check frequency (Pulsar's
+        ``getBrokerDeleteInactiveTopicsMaxInactiveDurationSeconds``)."""
+        seconds = self.broker_delete_inactive_topics_max_inactive_duration_seconds
+        if seconds is None:
+            return math.ceil(self.broker_delete_inactive_topics_frequency_seconds)
+        return seconds
 
     @property
     def ledger_rollover(self) -> LedgerRollover:
@@ -801,6 +894,52 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         "interval of those backlog quota checks",
     ),
     _Option(
+        "broker_delete_inactive_topics_enabled",
+        _parse_bool,
+        "BOOL",
+        "delete topics without an inactiveTopicPolicies policy once inactive (a namespace "
+        "or topic policy turns deletion on either way)",
+    ),
+    _Option(
+        "broker_delete_inactive_topics_frequency_seconds",
+        _parse_float,
+        "SECONDS",
+        "interval of the fleet's checks for inactive topics",
+    ),
+    _Option(
+        "broker_delete_inactive_topics_mode",
+        _parse_str,
+        "MODE",
+        "what inactive means for topics without a policy: delete_when_no_subscriptions or "
+        "delete_when_subscriptions_caught_up",
+    ),
+    _Option(
+        "broker_delete_inactive_topics_max_inactive_duration_seconds",
+        _parse_int,
+        "SECONDS",
+        "how long a topic without a policy must be inactive before it is deleted "
+        "(default: the check interval)",
+    ),
+    _Option(
+        "broker_delete_inactive_partitioned_topic_metadata_enabled",
+        _parse_bool,
+        "BOOL",
+        "delete a partitioned topic once every partition was deleted for inactivity",
+    ),
+    _Option(
+        "subscription_expiration_time_minutes",
+        _parse_int,
+        "MINUTES",
+        "delete a subscription without a consumer for this long, in namespaces without a "
+        "subscriptionExpirationTime policy (0 = never)",
+    ),
+    _Option(
+        "subscription_expiry_check_interval_in_minutes",
+        _parse_float,
+        "MINUTES",
+        "interval of the fleet's checks for expired subscriptions (0 = no checks)",
+    ),
+    _Option(
         "stats_interval_seconds",
         _parse_float,
         "SECONDS",
@@ -892,6 +1031,31 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
         _parse_int,
         "N",
         "binary-protocol connections accepted at once from one IP address (0 = no limit)",
+    ),
+    _Option(
+        "allow_auto_topic_creation",
+        _parse_bool,
+        "BOOL",
+        "create a topic the first time a client names it (a namespace's autoTopicCreation "
+        "policy overrides it)",
+    ),
+    _Option(
+        "allow_auto_topic_creation_type",
+        _parse_str,
+        "TYPE",
+        "non-partitioned or partitioned: what auto-creation creates",
+    ),
+    _Option(
+        "default_num_partitions",
+        _parse_int,
+        "N",
+        "partitions of a topic auto-created partitioned",
+    ),
+    _Option(
+        "max_topics_per_namespace",
+        _parse_int,
+        "N",
+        "topics (partitions counted) a namespace may hold (0 = no limit)",
     ),
     _Option(
         "max_concurrent_lookup_request",

@@ -40,6 +40,17 @@ PULSAR_NAMES: Final[dict[str, str]] = {
     "default_message_ttl_seconds": "ttlDurationDefaultInSeconds",
     "backlog_quota_check_enabled": "backlogQuotaCheckEnabled",
     "backlog_quota_check_interval_seconds": "backlogQuotaCheckIntervalInSeconds",
+    "broker_delete_inactive_topics_enabled": "brokerDeleteInactiveTopicsEnabled",
+    "broker_delete_inactive_topics_frequency_seconds": "brokerDeleteInactiveTopicsFrequencySeconds",
+    "broker_delete_inactive_topics_mode": "brokerDeleteInactiveTopicsMode",
+    "broker_delete_inactive_topics_max_inactive_duration_seconds": (
+        "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds"
+    ),
+    "broker_delete_inactive_partitioned_topic_metadata_enabled": (
+        "brokerDeleteInactivePartitionedTopicMetadataEnabled"
+    ),
+    "subscription_expiration_time_minutes": "subscriptionExpirationTimeMinutes",
+    "subscription_expiry_check_interval_in_minutes": "subscriptionExpiryCheckIntervalInMinutes",
     "stats_interval_seconds": "statsUpdateFrequencyInSecs",
     "delayed_delivery_enabled": "delayedDeliveryEnabled",
     "delayed_delivery_max_delay_ms": "delayedDeliveryMaxDelayInMillis",
@@ -56,6 +67,10 @@ PULSAR_NAMES: Final[dict[str, str]] = {
     ),
     "broker_max_connections": "brokerMaxConnections",
     "broker_max_connections_per_ip": "brokerMaxConnectionsPerIp",
+    "allow_auto_topic_creation": "allowAutoTopicCreation",
+    "allow_auto_topic_creation_type": "allowAutoTopicCreationType",
+    "default_num_partitions": "defaultNumPartitions",
+    "max_topics_per_namespace": "maxTopicsPerNamespace",
     "max_concurrent_lookup_request": "maxConcurrentLookupRequest",
     "max_unacked_messages_per_consumer": "maxUnackedMessagesPerConsumer",
     "max_unacked_messages_per_subscription": "maxUnackedMessagesPerSubscription",

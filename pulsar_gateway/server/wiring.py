@@ -8,7 +8,7 @@ the whole set of services; back-references are callbacks given at construction.
 
 Start-up: scripts loaded, notifications listening, standalone tenants created, policies
 listening, then the background loops (leases, heartbeat, rate reports, maintenance, backlog
-quota checks).
+quota checks, inactive topic and subscription expiry sweeps).
 Shutdown runs the other way: producers and consumers released (their unacked messages go
 back to their subscriptions at once), loops stopped, reports withdrawn, the fleet left, the
 lane drained.
@@ -28,6 +28,7 @@ from pulsar_gateway.core.admin.compaction import EntryInspector
 from pulsar_gateway.core.errors import GatewayError
 from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
 from pulsar_gateway.core.policies.retention import Lifecycle
+from pulsar_gateway.core.policies.topic_creation import AutoTopicCreation, TopicCreationRules
 from pulsar_gateway.core.services import Limits, Services
 from pulsar_gateway.server.config import GatewayConfig
 from pulsar_gateway.server.runtime_configuration import runtime_configuration
@@ -51,6 +52,7 @@ class Core:
     maintenance: admin.TopicMaintenance
     non_persistent: consuming.NonPersistentSubscriptions
     backlog_quota_monitor: policies.BacklogQuotaMonitor
+    inactive_topics: admin.InactiveTopics
 
     async def start(self) -> None:
         s = self.services
@@ -59,12 +61,14 @@ class Core:
         await self.notifier.start()
         await s.tenants.start()
         s.policies.start()
+        s.rate_limits.start()
         s.producers.start()
         s.subscriptions.start()
         await s.unloads.start()
         self.membership.start()
         self.maintenance.start()
         self.backlog_quota_monitor.start()
+        self.inactive_topics.start()
         self.rates.start()
         await self.membership.heartbeat()
 
@@ -76,8 +80,10 @@ class Core:
         await s.unloads.stop()
         await self.maintenance.stop()
         await self.backlog_quota_monitor.stop()
+        await self.inactive_topics.stop()
         await self.rates.stop()
         await self.rates.withdraw()
+        await s.rate_limits.stop()
         with contextlib.suppress(GatewayError):
             await self.membership.leave()
         await s.compaction.close()
@@ -147,18 +153,31 @@ def build(
     authorization = policies.AuthorizationService(
         lane,
         keys,
+        policy_store,
         # Authorization needs roles, so it is only on with authentication (as in Pulsar).
         enabled=config.authentication_enabled and config.authorization_enabled,
         superuser_roles=config.superuser_roles,
     )
     policy_store.on_change(authorization.drop_cache)
+    rate_limits = policies.RateLimits(policy_store)
 
     # topics and tenants
     tenants = topics.Tenants(lane, keys, config.cluster_name)
-    topic_handles = topics.Topics(
-        lane, keys, tenants.require_topic_namespace, config.ledger_rollover
+    creation_rules = TopicCreationRules(
+        policy_store,
+        AutoTopicCreation(
+            allowed=config.allow_auto_topic_creation,
+            partitioned=config.allow_auto_topic_creation_type == "partitioned",
+            default_partitions=config.default_num_partitions,
+        ),
+        config.max_topics_per_namespace,
     )
-    partitioned = topics.PartitionedTopics(lane, keys, tenants.require_topic_namespace)
+    topic_handles = topics.Topics(
+        lane, keys, tenants.require_topic_namespace, config.ledger_rollover, creation_rules
+    )
+    partitioned = topics.PartitionedTopics(
+        lane, keys, tenants.require_topic_namespace, creation_rules
+    )
     schemas = topics.SchemaRegistry(lane, keys, policy_store)
     cluster = topics.Cluster(
         config.cluster_name,
@@ -207,6 +226,7 @@ def build(
             config.max_unacked_messages_per_consumer,
             config.max_unacked_messages_per_subscription,
         ),
+        rate_limits=rate_limits,
     )
 
     # the fleet: membership, rate reports, stats, metrics
@@ -228,19 +248,39 @@ def build(
     )
 
     # admin
+    lifecycle_defaults = Lifecycle(
+        config.default_message_ttl_seconds,
+        config.default_retention_minutes,
+        config.default_retention_mb,
+        explicit_retention=False,
+    )
     maintenance = admin.TopicMaintenance(
         lane,
         keys,
         policy_store,
         all_topics=partitioned.all_topics,
-        defaults=Lifecycle(
-            config.default_message_ttl_seconds,
-            config.default_retention_minutes,
-            config.default_retention_mb,
-            explicit_retention=False,
-        ),
+        defaults=lifecycle_defaults,
         gateway_id=gateway_id,
         interval=config.topic_maintenance_interval_seconds,
+        registry=metrics.registry,
+    )
+
+    inactive_topics = admin.InactiveTopics(
+        lane,
+        keys,
+        policy_store,
+        partitioned,
+        owns=membership.owns,
+        defaults=admin.InactiveTopicPolicies(
+            config.broker_delete_inactive_topics_mode,
+            config.inactive_topic_max_seconds,
+            config.broker_delete_inactive_topics_enabled,
+        ),
+        lifecycle_defaults=lifecycle_defaults,
+        subscription_expiration_minutes=config.subscription_expiration_time_minutes,
+        delete_partitioned_metadata=config.broker_delete_inactive_partitioned_topic_metadata_enabled,
+        gc_interval=config.broker_delete_inactive_topics_frequency_seconds,
+        expiry_interval=config.subscription_expiry_check_interval_in_minutes * 60,
         registry=metrics.registry,
     )
 
@@ -291,12 +331,14 @@ def build(
             max_pending_publishes=config.max_pending_publish_requests_per_connection,
             max_concurrent_lookups=config.max_concurrent_lookup_request,
             http_max_request_size=config.http_max_request_size,
+            default_inactive_topic_policies=inactive_topics.defaults.to_json(),
         ),
         publish_buffer=publish_buffer,
         storage_backlog=lane.backlog,
         fleet=membership,
         backlog_quota_monitor=backlog_quota_monitor,
         runtime_configuration=runtime_configuration(config),
+        rate_limits=rate_limits,
     )
     return Core(
         gateway_id,
@@ -308,4 +350,5 @@ def build(
         maintenance,
         non_persistent,
         backlog_quota_monitor,
+        inactive_topics,
     )

@@ -10,13 +10,15 @@ import json
 import struct
 from typing import Any
 
+import _pulsar
 import pulsar
 import pytest
-from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
+from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, Schema, String, StringSchema
 
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.adminhttp import admin, admin_text
 from tests.conftest import TIMEOUT, GatewayThread
+from tests.frames import command
 from tests.rawclient import RawConnection
 
 T = pb.BaseCommand.Type
@@ -245,6 +247,99 @@ def test_bad_input_is_a_4xx_with_a_reason(gateway, topic):
     assert status == 412 and body["reason"] == "Topic name is not valid"
     # nothing was registered by any of it
     assert admin("GET", f"{base(gateway, topic)}/schemas") == (200, {"getSchemaResponses": []})
+
+
+# -- KEY_VALUE --------------------------------------------------------------------------------
+
+
+def key_value_data(key: bytes, value: bytes) -> bytes:
+    """``KeyValue.encode`` of two schema definitions: what KEY_VALUE producers send."""
+    return struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+
+
+class KeyValueBytes(Schema):
+    """A KEY_VALUE schema as the Java client's ``Schema.KeyValue(Schema.STRING,
+    Schema.JSON(Reading))`` defines it. The Python client has no KeyValueSchema: its
+    SchemaInfo carries the type and the binary definition but no properties, so its
+    producers attach and cannot send (the C++ library wants ``kv.encoding.type``)."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(bytes, _pulsar.SchemaType.KEY_VALUE, None, "KeyValue")
+        self._schema_info = _pulsar.SchemaInfo(_pulsar.SchemaType.KEY_VALUE, "KeyValue", data)
+
+    def encode(self, obj: bytes) -> bytes:
+        return obj
+
+    def decode(self, data: bytes) -> bytes:
+        return data
+
+
+def test_key_value_upload_is_the_binary_form_producers_send(gateway, client, topic):
+    value = json.loads(definition(Reading))
+    compact = json.dumps(value, separators=(",", ":")).encode()
+    properties = {
+        "key.schema.name": "String",
+        "key.schema.type": "STRING",
+        "key.schema.properties": "{}",
+        "value.schema.name": "Reading",
+        "value.schema.type": "JSON",
+        "value.schema.properties": "{}",
+        "kv.encoding.type": "INLINE",
+    }
+    body = {
+        "type": "KEY_VALUE",
+        "schema": json.dumps({"key": "", "value": value}, indent=2),
+        "properties": properties,
+    }
+    status, answer = admin("POST", f"{base(gateway, topic)}/schema", body)
+    assert (status, answer) == (200, {"version": {"version": 0}})
+
+    # read back as Pulsar's SchemaUtils writes it: {"key", "value"}, a primitive side ""
+    status, got = admin("GET", f"{base(gateway, topic)}/schema")
+    assert status == 200
+    assert (got["version"], got["type"], got["properties"]) == (0, "KEY_VALUE", properties)
+    assert got["data"] == json.dumps({"key": "", "value": value}, separators=(",", ":"))
+    # stored as the binary form: what GET_SCHEMA hands producers and consumers
+    binary = get_schema(gateway, topic)
+    assert binary.schema.type == pb.Schema.KeyValue
+    assert binary.schema.schema_data == key_value_data(b"", compact)
+
+    # a producer sending that very schema (with the Java client's properties) gets version 0
+    with RawConnection(gateway) as conn:
+        conn.handshake()
+        rid = conn.request_id()
+        cmd = command(T.PRODUCER, topic=f"persistent://public/default/{topic}", producer_id=1)
+        cmd.producer.request_id = rid
+        cmd.producer.schema.name = "KeyValue"
+        cmd.producer.schema.type = pb.Schema.KeyValue
+        cmd.producer.schema.schema_data = key_value_data(b"", compact)
+        for key, text in properties.items():
+            cmd.producer.schema.properties.add(key=key, value=text)
+        conn.send(cmd)
+        reply = conn.expect(T.PRODUCER_SUCCESS, lambda c: c.producer_success.request_id == rid)
+        assert version_of(reply.producer_success.schema_version) == 0
+
+    # the official client's consumer and producer with that schema attach to version 0
+    schema = KeyValueBytes(key_value_data(b"", compact))
+    client.subscribe(topic, "s", schema=schema).close()
+    client.create_producer(topic, schema=schema).close()
+    status, listed = admin("GET", f"{base(gateway, topic)}/schemas")
+    assert status == 200 and [s["version"] for s in listed["getSchemaResponses"]] == [0]
+    # the version lookup finds it from the same payload
+    assert admin("POST", f"{base(gateway, topic)}/version", body) == (200, {"version": 0})
+
+
+def test_key_value_sides_without_types_read_back_empty(gateway, topic):
+    """As Pulsar's decodeSubSchemaInfo: a side whose type property is missing reads as
+    BYTES, a primitive, written ""."""
+    value = json.loads(definition(Reading))
+    body = {"type": "KEY_VALUE", "schema": json.dumps({"key": value, "value": value})}
+    assert admin("POST", f"{base(gateway, topic)}/schema", body)[0] == 200
+    status, got = admin("GET", f"{base(gateway, topic)}/schema")
+    assert (status, got["data"]) == (200, '{"key":"","value":""}')
+    binary = get_schema(gateway, topic)
+    compact = json.dumps(value, separators=(",", ":")).encode()
+    assert binary.schema.schema_data == key_value_data(compact, compact)
 
 
 # -- schema policies -------------------------------------------------------------------------

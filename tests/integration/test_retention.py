@@ -19,7 +19,10 @@ import pytest
 from pulsar_gateway.core.admin.topic_maintenance import RoundResult
 from pulsar_gateway.core.model.topic_name import parse_topic_name
 from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.proto import PulsarApi_pb2 as pb
+from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread, stream_key, wait_for
+from tests.rawclient import raw
 
 Shared = pulsar.ConsumerType.Shared
 Exclusive = pulsar.ConsumerType.Exclusive
@@ -27,6 +30,7 @@ Earliest = pulsar.InitialPosition.Earliest
 RECEIVE_MS = int(TIMEOUT * 1000)
 #: The background loop stays out of the way: tests step rounds themselves.
 NO_LOOP = 3600.0
+T = pb.BaseCommand.Type
 
 
 def produce(client: Any, topic: str, count: int, size: int = 0) -> list[Any]:
@@ -127,6 +131,40 @@ def test_ttl_zero_never_expires(
     consumer = client.subscribe(topic, "idle", consumer_type=Shared)
     got = [consumer.receive(timeout_millis=RECEIVE_MS).data() for _ in range(2)]
     assert got == [b"m-0", b"m-1"]
+
+
+def test_ttl_and_expire_by_age_go_by_publish_time(
+    make_gateway: Callable[..., GatewayThread], client_factory: Any, topic: str
+) -> None:
+    """Pulsar's MessageImpl.isEntryExpired compares the message's publish time (broker entry
+    metadata being off): messages a producer stamped hours ago expire at once under a
+    one-hour TTL, however recently they were stored."""
+    gw = make_gateway(
+        default_message_ttl_seconds=3600, default_retention_minutes=-1, default_retention_mb=-1
+    )
+    client = client_factory(gw.url)
+    for sub in ("idle", "admin"):
+        client.subscribe(topic, sub, consumer_type=Shared).close()
+    now = int(time.time() * 1000)
+    with raw(gw) as conn:
+        conn.handshake()
+        name = conn.create_producer(topic)
+        for seq, hours_ago in enumerate((3, 2, 0)):
+            published = now - hours_ago * 3_600_000
+            conn.send_message(1, seq, name, f"m-{seq}".encode(), publish_time=published)
+            conn.expect(T.SEND_RECEIPT)
+    # expireMessages/{seconds} on one subscription: the two old ones
+    url = f"{gw.http_url}/admin/v2/persistent/public/default/{parse_topic_name(topic).local_name}"
+    status, _ = admin("POST", f"{url}/subscription/admin/expireMessages/3600")
+    assert status == 204
+    consumer = client.subscribe(topic, "admin", consumer_type=Shared)
+    assert consumer.receive(timeout_millis=RECEIVE_MS).data() == b"m-2"
+    assert_nothing_more(consumer)
+    # the TTL round: the same two on the other subscription
+    assert step(gw).expired == 2
+    idle = client.subscribe(topic, "idle", consumer_type=Shared)
+    assert idle.receive(timeout_millis=RECEIVE_MS).data() == b"m-2"
+    assert_nothing_more(idle)
 
 
 # -- retention -------------------------------------------------------------------------------

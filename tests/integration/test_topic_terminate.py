@@ -99,3 +99,30 @@ def test_terminate_answers(gateway: GatewayThread) -> None:
         {"messages": [{"payload": "aGk="}]},
     )
     assert status == 412 and "terminated" in body["reason"]
+
+
+def test_internal_stats_and_info_show_the_termination(gateway: GatewayThread, client: Any) -> None:
+    """Pulsar's ManagedLedgerImpl state ``Terminated`` in internalStats, and the
+    ``terminatedPosition`` of ManagedLedgerInfo (internal-info): the last entry."""
+    base = f"{gateway.http_url}{TOPICS}/stats-terminated"
+    producer = client.create_producer(
+        "persistent://public/default/stats-terminated", batching_enabled=False
+    )
+    ids = [producer.send(f"s{i}".encode()) for i in range(3)]
+    status, stats = admin("GET", f"{base}/internalStats")
+    assert (status, stats["state"]) == (200, "LedgerOpened")
+    assert admin("GET", f"{base}/internal-info")[1]["terminatedPosition"] is None
+    assert admin("POST", f"{base}/terminate")[0] == 200
+    status, stats = admin("GET", f"{base}/internalStats")
+    assert (status, stats["state"]) == (200, "Terminated")
+    last = ids[-1]
+    assert stats["lastConfirmedEntry"] == f"{last.ledger_id()}:{last.entry_id()}"
+    status, info = admin("GET", f"{base}/internal-info")
+    assert status == 200
+    assert info["terminatedPosition"] == {"ledgerId": last.ledger_id(), "entryId": last.entry_id()}
+    # a topic terminated before anything was written: no position, (-1, -1) as terminate says
+    assert admin("PUT", f"{base}-empty")[0] == 204
+    assert admin("POST", f"{base}-empty/terminate")[0] == 200
+    assert admin("GET", f"{base}-empty/internalStats")[1]["state"] == "Terminated"
+    info = admin("GET", f"{base}-empty/internal-info")[1]
+    assert info["terminatedPosition"] == {"ledgerId": -1, "entryId": -1}

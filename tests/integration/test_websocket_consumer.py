@@ -189,6 +189,44 @@ async def test_negative_ack_redelivers_after_the_delay(gateway: Any, topic: str)
         await ws.ack(again)
 
 
+async def test_failover_negative_ack_redelivers_every_unacked_message_in_order(
+    gateway: Any, topic: str
+) -> None:
+    """On Exclusive and Failover a redelivery gives back everything the consumer holds,
+    whatever ids it names (ServerCnx.handleRedeliverUnacknowledged), as the binary
+    protocol does: nack the middle one of three, all three come again, in order."""
+    url = consumer_url(
+        gateway, topic, "sub", subscriptionType="Failover", negativeAckRedeliveryDelay=0
+    )
+    async with connect(url) as ws, connect(producer_url(gateway, topic)) as producer:
+        for i in range(3):
+            await producer.produce(f"f{i}".encode())
+        first = await ws.receive_many(3)
+        assert [unb64(m["payload"]) for m in first] == [b"f0", b"f1", b"f2"]
+        await ws.send({"type": "negativeAcknowledge", "messageId": first[1]["messageId"]})
+        again = await ws.receive_many(3)
+        assert [m["messageId"] for m in again] == [m["messageId"] for m in first]
+        # Failover counts no redeliveries (Pulsar's RedeliveryTrackerDisabled)
+        assert [m["redeliveryCount"] for m in again] == [0, 0, 0]
+        for msg in again:
+            await ws.ack(msg)
+        assert await ws.nothing_within(0.3)
+
+
+async def test_shared_negative_ack_redelivers_only_that_message(gateway: Any, topic: str) -> None:
+    url = consumer_url(gateway, topic, "sub", negativeAckRedeliveryDelay=0, **SHARED)
+    async with connect(url) as ws, connect(producer_url(gateway, topic)) as producer:
+        for i in range(3):
+            await producer.produce(f"s{i}".encode())
+        first = await ws.receive_many(3)
+        await ws.send({"type": "negativeAcknowledge", "messageId": first[1]["messageId"]})
+        again = await ws.receive()
+        assert (again["messageId"], again["redeliveryCount"]) == (first[1]["messageId"], 1)
+        for msg in (first[0], again, first[2]):
+            await ws.ack(msg)
+        assert await ws.nothing_within(0.3)
+
+
 async def test_dead_letter_topic_after_max_redeliveries(
     gateway: Any, client_factory: Any, redis_clean: Any, topic: str
 ) -> None:

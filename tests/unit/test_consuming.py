@@ -39,6 +39,7 @@ from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
 from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.policies.topic_creation import TopicCreationRules
 from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.keys import KeySchema, SubscriptionKeys
 from pulsar_gateway.core.topics.topic import Topic, Topics
@@ -138,7 +139,8 @@ async def _register_namespace(namespace: str) -> None:
 
 
 def topic_of(lane: FakeLane, name: str = TOPIC) -> Topic:
-    topics = Topics(lane, KeySchema(), _register_namespace, LedgerRollover())  # type: ignore[arg-type]
+    rules = TopicCreationRules(None)
+    topics = Topics(lane, KeySchema(), _register_namespace, LedgerRollover(), rules)  # type: ignore[arg-type]
     return topics.get(name)
 
 

@@ -9,7 +9,12 @@ import json
 import pytest
 
 from pulsar_gateway.adapters.http.auth import Access, Requirement, requirement
-from pulsar_gateway.core.policies.authorization import _admin_roles, _permissions, parse_actions
+from pulsar_gateway.core.policies.authorization import (
+    _admin_roles,
+    _permissions,
+    _roles,
+    parse_actions,
+)
 
 PUBLIC = ("public", "public/default")
 
@@ -35,6 +40,7 @@ PUBLIC = ("public", "public/default")
                 (("acme", "acme/ns1"),),
                 websocket=True,
                 topics=("non-persistent://acme/ns1/t",),
+                subscription="my-sub",
             ),
         ),
         (
@@ -48,18 +54,21 @@ PUBLIC = ("public", "public/default")
             "/ws/v3/consumer/sub",
             {"topics": "persistent://acme/a/t1,acme/b/t2,t3"},
             Requirement(
-                Access.CONSUME, (("acme", "acme/a"), ("acme", "acme/b"), PUBLIC), websocket=True
+                Access.CONSUME,
+                (("acme", "acme/a"), ("acme", "acme/b"), PUBLIC),
+                websocket=True,
+                subscription="sub",
             ),
         ),
         (
             "/ws/v3/consumer/sub",
             {"topicsPattern": "persistent://acme/a/t.*"},
-            Requirement(Access.CONSUME, (("acme", "acme/a"),), websocket=True),
+            Requirement(Access.CONSUME, (("acme", "acme/a"),), websocket=True, subscription="sub"),
         ),
         (
             "/ws/v3/consumer/sub",
             {"topicsPattern": "t-.*"},
-            Requirement(Access.CONSUME, (PUBLIC,), websocket=True),
+            Requirement(Access.CONSUME, (PUBLIC,), websocket=True, subscription="sub"),
         ),
         # A consumer path without a subscription, an unknown domain, no topics: superuser.
         (
@@ -156,3 +165,10 @@ def test_permissions_hash() -> None:
         "app": frozenset({"produce"}),
         "other": frozenset({"consume", "produce"}),
     }
+
+
+def test_subscription_roles_value() -> None:
+    assert _roles(b'["app", "ops"]') == {"app", "ops"}
+    assert _roles(b'["app", 3]') == {"app"}
+    for raw in (None, b"not json", b"{}", b'"app"'):
+        assert _roles(raw) == frozenset()

@@ -27,6 +27,7 @@ from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
     DeliveryDelayNotAllowed,
 )
+from pulsar_gateway.core.policies.topic_creation import TopicCreationRules
 from pulsar_gateway.core.producing.producer import Producer, ProducerHandle
 from pulsar_gateway.core.producing.producer_registry import ProducerRegistry
 from pulsar_gateway.core.storage.keys import KeySchema
@@ -85,7 +86,8 @@ class Gateway:
 
     @property
     def topic(self) -> Topic:
-        topics = Topics(self.lane, KeySchema(), _require_namespace, ROLLOVER)  # type: ignore[arg-type]
+        rules = TopicCreationRules(None)
+        topics = Topics(self.lane, KeySchema(), _require_namespace, ROLLOVER, rules)  # type: ignore[arg-type]
         return topics.get(TOPIC)
 
     def producer(

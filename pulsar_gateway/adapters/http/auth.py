@@ -16,10 +16,12 @@ path                                                       needs
 ``/metrics``, ``/admin/v2/brokers/health``                 nothing; a valid token with
                                                            ``authenticate_metrics_endpoint``
 ``/ws/v2/producer/{domain}/{tenant}/{ns}/{topic}``         produce on the namespace
-``/ws/v2/consumer/.../{topic}/{subscription}``,            consume on the namespace
-``/ws/v2/reader/...``
+``/ws/v2/consumer/.../{topic}/{subscription}``,            consume on the namespace (a
+``/ws/v2/reader/...``                                      consumer: through its
+                                                           subscription)
 ``/ws/v3/consumer/{subscription}?topics=a,b``              consume on every listed topic's
-(or ``?topicsPattern=``)                                   (or the pattern's) namespace
+(or ``?topicsPattern=``)                                   (or the pattern's) namespace,
+                                                           through the subscription
 ``/topics/{domain}/{tenant}/{ns}/{topic}[/partitions/i]``  produce (REST produce)
 ``/lookup/v2/topic/{domain}/{tenant}/{ns}/{topic}``        produce or consume
 (and v1 ``/lookup/v2/destination/...``)
@@ -37,7 +39,11 @@ same path as before. The role goes on the request as ``request[ROLE]`` (a
 Statuses and reasons are Pulsar's: 401 ``Authentication required`` (``AuthenticationFilter``)
 or, for WebSocket, 401 ``Failed to authenticate`` and 403 ``Not authorized``
 (``checkAuth``); admin refusals are 403 with ``Don't have permission to administrate
-resources on this tenant`` or ``This operation requires super-user access``. (Pulsar's
+resources on this tenant`` or ``This operation requires super-user access``. A WebSocket
+consumer whose subscription the namespace's ``subscriptionAuthMode`` Prefix refuses is a
+403 with Pulsar's reason ("Failed to create consumer - The subscription name needs to be
+prefixed by the authentication role, ..."), where Pulsar's ``checkAuth`` catches the
+exception and answers 500 "Server error". (Pulsar's
 admin code answers those with 401, while its API documents 403; the Java and Python admin
 clients raise the same ``NotAuthorizedException`` for both, and 403 keeps "who are you"
 apart from "you may not".) A WebSocket client that cannot set headers (a browser) passes the
@@ -67,6 +73,7 @@ from pulsar_gateway.adapters.resource import SERVICES, fail, http_error
 from pulsar_gateway.core import (
     AuthAction,
     AuthenticationError,
+    AuthorizationError,
     GatewayError,
     InvalidTopicName,
     Services,
@@ -114,12 +121,15 @@ class Requirement:
         websocket: A WebSocket handshake (Pulsar's WebSocket reasons; ``token`` query).
         topics: The topic of each namespace pair when the request names one: a grant on the
             topic itself then suffices (Pulsar's topic-level permissions).
+        subscription: A WebSocket consumer's subscription, which the namespace's
+            subscription roles and ``subscriptionAuthMode`` must allow (``canConsumeAsync``).
     """
 
     access: Access
     namespaces: tuple[tuple[str, str], ...] = ()
     websocket: bool = False
     topics: tuple[str | None, ...] = ()
+    subscription: str | None = None
 
 
 _SUPERUSER = Requirement(Access.SUPERUSER)
@@ -173,7 +183,11 @@ def _websocket(segments: list[str], query: Mapping[str, str]) -> Requirement:
             if pair is not None:
                 access = Access.PRODUCE if kind == "producer" else Access.CONSUME
                 topic = _topic_of(segments, 3)
-                return Requirement(access, (pair,), websocket=True, topics=(topic,))
+                # A consumer's subscription is its last segment; a reader's is the gateway's.
+                subscription = segments[-1] if kind == "consumer" else None
+                return Requirement(
+                    access, (pair,), websocket=True, topics=(topic,), subscription=subscription
+                )
     elif version == "v3" and kind == "consumer" and len(segments) == 4:
         pairs: list[tuple[str, str] | None] = []
         if "topicsPattern" in query:
@@ -182,7 +196,7 @@ def _websocket(segments: list[str], query: Mapping[str, str]) -> Requirement:
             pairs.extend(_topic_namespace(t) for t in query["topics"].split(",") if t)
         if pairs and None not in pairs:
             found = tuple(dict.fromkeys(p for p in pairs if p is not None))
-            return Requirement(Access.CONSUME, found, websocket=True)
+            return Requirement(Access.CONSUME, found, websocket=True, subscription=segments[3])
     return Requirement(Access.SUPERUSER, websocket=True)
 
 
@@ -261,7 +275,9 @@ async def _allowed(services: Services, need: Requirement, role: str) -> bool:
     topics = need.topics or (None,) * len(need.namespaces)
     for (tenant, namespace), name in zip(need.namespaces, topics, strict=True):
         topic = _parsed(name)
-        if not await authz.allows(tenant, namespace, role, *actions, topic=topic):
+        if not await authz.allows(
+            tenant, namespace, role, *actions, topic=topic, subscription=need.subscription
+        ):
             return False
     return True
 
@@ -313,6 +329,8 @@ def _middleware() -> Callable[..., Awaitable[web.StreamResponse]]:
         if authz.enabled:
             try:
                 allowed = await _allowed(services, need, authenticated.role)
+            except AuthorizationError as exc:
+                raise fail(web.HTTPForbidden, str(exc)) from None
             except GatewayError as exc:
                 raise http_error(exc) from None
             if not allowed:

@@ -22,6 +22,11 @@ are stored uncompressed and unbatched. Differences: ``deliverAt`` applies whethe
 the event time); the default STRING schema is not registered on the topic (only a given
 ``valueSchema`` is); AVRO, PROTOBUF, KEY_VALUE and the date/time schemas are refused with
 a 400 (they need a JSON-to-binary encoder per schema).
+
+A topic's ``publishRate`` applies as to any producer: each message takes its tokens from its
+partition's limiter on this gateway, and once one is empty the request waits for tokens
+before it appends more (:mod:`pulsar_gateway.core.policies.rate_limits`; a binary connection
+is not read meanwhile). Messages appended after a wait carry the time they were appended.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ from pulsar_gateway.core import (
     PARTITION_SUFFIX,
     GatewayError,
     ProducerHandle,
+    PublishRateLimiter,
+    PublishThrottle,
     SchemaData,
     Services,
     encode_version,
@@ -201,10 +208,12 @@ def _publish(
     version: bytes | None,
     now: int,
     max_size: int,
+    rate: tuple[PublishRateLimiter, PublishThrottle] | None = None,
 ) -> asyncio.Future[bytes | int | None]:
     """Queue one message's append: its future resolves with the stream id (None or 0 for
     a duplicate or a fenced producer: nothing stored), or fails with why it was refused.
-    A future per message, no task: a request's appends share the lane's pipelines."""
+    A future per message, no task: a request's appends share the lane's pipelines. The
+    message takes its tokens from ``rate``'s limiter, which may pause the throttle."""
     message, sequence_id = request.message, request.sequence_id
     if request.deliver_after_ms and message.deliver_at is None:
         message.deliver_at = now + request.deliver_after_ms
@@ -212,9 +221,12 @@ def _publish(
         blob = encode_entry(message, producer.name, sequence_id, now, schema_version=version)
         if len(blob) > max_size:
             raise ValueError(f"Message size {len(blob)} exceeds maxMessageSize")
-        return producer.publish_message(
+        fut = producer.publish_message(
             blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
         )
+        if rate is not None and rate[0].limited:
+            rate[1].acquire(rate[0], 1, len(blob))
+        return fut
     except (GatewayError, ValueError) as exc:
         refused: asyncio.Future[bytes | int | None] = asyncio.get_running_loop().create_future()
         refused.set_exception(exc)
@@ -275,8 +287,11 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
     version = encode_version(version_number) if version_number >= 0 else None
 
     producers: dict[str, ProducerHandle] = {}
+    rates: dict[str, tuple[PublishRateLimiter, PublishThrottle]] = {}
+    throttle = PublishThrottle()
     for target in targets:
         producers[str(target)] = await services.producers.publisher(target, producer_name)
+        rates[str(target)] = (await services.rate_limits.publish(target), throttle)
     now = int(time.time() * 1000)
     max_size = services.limits.max_message_size
     count = len(targets)
@@ -290,15 +305,21 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
 
     def queue_more() -> None:
         nonlocal queued
-        while queued < len(messages) and len(appends) < window:
-            target = producers[str(targets[queued % count])]
-            appends.append(_publish(target, messages[queued], version, now, max_size))
+        # not while a topic's publish rate pauses the request (the loop below waits)
+        while queued < len(messages) and len(appends) < window and not throttle.throttled:
+            target = str(targets[queued % count])
+            appends.append(
+                _publish(producers[target], messages[queued], version, now, max_size, rates[target])
+            )
             queued += 1
 
     indexes = [target.partition_index for target in targets]
     results: list[dict[str, Any]] = []
     unexpected: BaseException | None = None
     for i in range(len(messages)):  # in order: one wake-up per pipeline, no gather
+        if not appends and throttle.throttled:
+            await throttle.wait()
+            now = int(time.time() * 1000)
         if not appends or (len(appends) < window // 2 and queued < len(messages)):
             queue_more()
         fut = appends.popleft()

@@ -105,6 +105,8 @@ class Producer:
     #: the topic epoch of an earlier PRODUCER_SUCCESS, echoed on reconnect
     topic_epoch: int | None = None
     schema: SchemaData | None = None
+    #: the client encrypts its messages (``CommandProducer.encrypted``)
+    encrypted: bool = False
 
 
 class Send(NamedTuple):
@@ -298,6 +300,7 @@ def _producer(c: pb.BaseCommand, _: Frame) -> Command:
         x.user_provided_producer_name,
         x.topic_epoch if x.HasField("topic_epoch") else None,
         _schema(x.schema) if x.HasField("schema") else None,
+        x.encrypted,
     )
 
 

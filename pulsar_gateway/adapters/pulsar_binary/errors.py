@@ -16,6 +16,7 @@ from pulsar_gateway.core import (
     ConsumerAssignError,
     ConsumerBusy,
     ConsumerNotFound,
+    EncryptionRequired,
     IncompatibleSchema,
     InvalidTopicName,
     MessageTooLarge,
@@ -49,6 +50,7 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (TopicTerminated, pb.TopicTerminatedError),
     (NotAllowed, pb.NotAllowedError),
     (MessageTooLarge, pb.NotAllowedError),
+    (EncryptionRequired, pb.MetadataError),  # ServerCnx.handleProducer, Producer
     # one code per policy, as ServerCnx.handleProducer answers: the client holds its
     # messages and reconnects on the Error, fails them on the Exception
     (ProducerBlockedQuotaExceededError, pb.ProducerBlockedQuotaExceededError),

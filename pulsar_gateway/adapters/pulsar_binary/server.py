@@ -19,11 +19,12 @@ import logging
 import socket
 import ssl
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import cast
 
 from pulsar_gateway.adapters.peer_certificate import certificate_role
+from pulsar_gateway.adapters.pulsar_binary.commands import Command
 from pulsar_gateway.adapters.pulsar_binary.connection import NO_REQUEST, ServerConnection
 from pulsar_gateway.adapters.pulsar_binary.session import Session
 from pulsar_gateway.adapters.pulsar_binary.throttle import (
@@ -130,6 +131,8 @@ class PulsarProtocol(asyncio.Protocol):
         #: the common name of the client's verified TLS certificate, None without one
         self.certificate_role: str | None = None
         self._flush_scheduled = False
+        #: commands received while the connection is throttled, handled once it is not
+        self._held: deque[Command] = deque()
         self._keepalive: asyncio.TimerHandle | None = None
         self._auth_refresh: asyncio.TimerHandle | None = None
         self.closed = asyncio.get_running_loop().create_future()
@@ -169,8 +172,28 @@ class PulsarProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.conn.receive_data(data)
-        for command in self.conn.events_received():
-            self.session.handle(command)
+        commands = self.conn.events_received()
+        if self._held:  # earlier commands wait: these wait behind them
+            self._held.extend(commands)
+        else:
+            reasons = self.throttle.reasons
+            for i, command in enumerate(commands):
+                if reasons:
+                    # throttled by a command of this chunk: the rest wait, as frames past
+                    # Pulsar's FlowControlHandler do while autoRead is off
+                    self._held.extend(commands[i:])
+                    break
+                self.session.handle(command)
+        self.flush()
+
+    def _handle_held(self) -> None:
+        """Handle the commands that waited, in order, until a reason throttles again."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        held, reasons = self._held, self.throttle.reasons
+        while held and not reasons:
+            self.session.handle(held.popleft())
         self.flush()
 
     def eof_received(self) -> bool | None:
@@ -212,6 +235,8 @@ class PulsarProtocol(asyncio.Protocol):
             transport.pause_reading()
         else:
             transport.resume_reading()
+            if self._held:  # not from inside the handler that released the throttle
+                asyncio.get_running_loop().call_soon(self._handle_held)
 
     def pause_writing(self) -> None:
         # asyncio: the transport's buffer went over the high water mark

@@ -39,13 +39,17 @@ from pulsar_gateway.core import (
     ConsumerHandle,
     Delivery,
     DeliveryDelayNotAllowed,
+    EncryptionRequired,
     GatewayError,
     InitialPosition,
     KeySharedMode,
     KeySharedPolicy,
+    MessageTooLarge,
     NotAllowed,
     ProducerAccessMode,
     ProducerHandle,
+    PublishRateLimiter,
+    PublishThrottle,
     Services,
     SubscriptionType,
     TopicName,
@@ -53,6 +57,7 @@ from pulsar_gateway.core import (
     decode_version,
     encode_version,
     parse_topic_name,
+    redeliver_unacknowledged,
     start_position,
     stream_id,
     time_position,
@@ -81,9 +86,7 @@ _MINUS_ONE = (1 << 64) - 1
 
 #: A SEND waiting for its answer: producer id, sequence id, and either the append's future
 #: or the delayed-delivery policy's refusal.
-_Answer = tuple[
-    int, int, "asyncio.Future[bytes | int | None] | None", "DeliveryDelayNotAllowed | None"
-]
+_Answer = tuple[int, int, "asyncio.Future[bytes | int | None] | None", "GatewayError | None"]
 
 #: An authorization check of the core (``AuthorizationService.can_*``).
 _Check = Callable[[TopicName, str | None], Awaitable[bool]]
@@ -163,6 +166,11 @@ class Session:
         #: per producer, its SENDs not answered yet, in send order: (producer id, sequence
         #: id, the append's future or None, the refusal or None)
         self._answers: dict[ProducerHandle, deque[_Answer]] = {}
+        #: per producer, its topic's publish rate on this gateway; the rates that paused
+        #: the connection, and when to look at them again
+        self._publish_rates: dict[ProducerHandle, PublishRateLimiter] = {}
+        self._publish_throttle = PublishThrottle()
+        self._rate_check: asyncio.TimerHandle | None = None
         self.consumers: dict[int, ConsumerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
@@ -427,6 +435,7 @@ class Session:
                 self._error(cmd.request_id, refusal)
                 return
             try:
+                publish_rate = await self.services.rate_limits.publish(cmd.topic)
                 producer = await self.services.producers.create(
                     cmd.topic,
                     cmd.producer_name,
@@ -435,6 +444,7 @@ class Session:
                     user_provided_name=cmd.user_provided_name,
                     topic_epoch=cmd.topic_epoch,
                     schema=cmd.schema,
+                    encrypted=cmd.encrypted,
                 )
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
@@ -449,6 +459,7 @@ class Session:
             producer.client = self._client_info()
             producer.on_lost = lambda p: self._producer_lost(producer_id, p)
             self.producers[producer_id] = producer
+            self._publish_rates[producer] = publish_rate
             if producer.waiting:
                 # WaitForExclusive: "queued" now, the real answer when it gets the topic.
                 self.conn.send_producer_success(cmd.request_id, producer.name, producer_ready=False)
@@ -458,6 +469,7 @@ class Session:
                 except GatewayError as exc:
                     if self.producers.get(producer_id) is producer:
                         del self.producers[producer_id]
+                        self._publish_rates.pop(producer, None)
                         self._error(cmd.request_id, exc)
                     return
                 if self.closed or self.producers.get(producer_id) is not producer:
@@ -472,6 +484,7 @@ class Session:
         the next PRODUCER."""
         if self.producers.get(producer_id) is producer:
             del self.producers[producer_id]
+            self._publish_rates.pop(producer, None)
             if not self.closed:
                 self._closed_by_gateway(producer_id)
                 self.wants_flush()
@@ -513,6 +526,11 @@ class Session:
         # The entry's size comes from its metadata (what consumers will parse), not from
         # SEND.num_messages, which a client could set to anything.
         metadata = cmd.payload.metadata
+        if producer.encrypted and not metadata.encryption_keys:
+            # Producer.checkAndStartPublish: an encrypting producer's message without keys
+            refused = EncryptionRequired("Messages must be encrypted")
+            self._queue_answer(producer, (cmd.producer_id, cmd.sequence_id, None, refused))
+            return
         size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
         sticky_key = _sticky_key(metadata)
         chunk = f"{metadata.chunk_id}:{codec.proto_text(metadata.uuid)}" if cmd.is_chunk else None
@@ -550,11 +568,36 @@ class Session:
                     publish_time=metadata.publish_time,
                     deliver_at=deliver_at,
                 )
-        except DeliveryDelayNotAllowed as exc:
+        except (DeliveryDelayNotAllowed, MessageTooLarge) as exc:
             # Answered after the receipts of the messages sent before it: send order.
             self._queue_answer(producer, (producer_id, sequence_id, None, exc))
             return
         self._queue_answer(producer, (producer_id, sequence_id, fut, None))
+        rate = self._publish_rates.get(producer)
+        # the topic's publishRate (PublishRateLimiterImpl.handlePublishThrottling)
+        if (
+            rate is not None
+            and rate.limited
+            and self._publish_throttle.acquire(rate, max(size, 1), len(cmd.payload.blob))
+        ):
+            self.throttle.mark(ThrottleType.TOPIC_PUBLISH_RATE)
+            self._arm_rate_check(self._publish_throttle.delay())
+
+    def _arm_rate_check(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._rate_check = loop.call_later(delay, self._check_publish_rates)
+
+    def _check_publish_rates(self) -> None:
+        """Read the connection again once the publish rates that paused it hold tokens
+        (Pulsar's ``unthrottleQueuedProducers``), else look again later."""
+        self._rate_check = None
+        if self.closed:
+            return
+        delay = self._publish_throttle.check()
+        if delay is None:
+            self.throttle.unmark(ThrottleType.TOPIC_PUBLISH_RATE)
+        else:
+            self._arm_rate_check(delay)
 
     def _queue_answer(self, producer: ProducerHandle, answer: _Answer) -> None:
         queue = self._answers.get(producer)
@@ -619,6 +662,7 @@ class Session:
                 log.warning("append failed on %s: %s", producer.topic_name, exc)
             if self.producers.get(producer_id) is producer:
                 del self.producers[producer_id]
+                self._publish_rates.pop(producer, None)
                 self._closed_by_gateway(producer_id)
                 self._spawn(self.services.producers.close(producer))
         elif entry_id is None:
@@ -629,20 +673,20 @@ class Session:
             ms, _, seq = entry_id.partition(b"-")
             self.conn.send_send_receipt(producer_id, sequence_id, int(ms), int(seq))
 
-    def _refuse_send(
-        self, producer_id: int, sequence_id: int, exc: DeliveryDelayNotAllowed
-    ) -> None:
-        """SEND_ERROR for a message the delayed-delivery policy refuses (Pulsar answers
-        NotAllowedError, PersistentTopic.publishMessage). Java and other clients fail just
-        that message on it; the C++ library (under the Python client) closes the whole
-        connection on any SEND_ERROR but ChecksumError and re-sends the message forever
-        (protocol brief 3.2), disrupting every producer and consumer on the connection. So
+    def _refuse_send(self, producer_id: int, sequence_id: int, exc: GatewayError) -> None:
+        """SEND_ERROR for a message a policy refuses: the delayed-delivery policy or the
+        topic's ``maxMessageSize`` (NotAllowedError, ``PersistentTopic.publishMessage``), a
+        message without encryption keys from an encrypting producer (MetadataError,
+        ``Producer.checkAndStartPublish``). Java and other clients fail just that message
+        on it; the C++ library (under the Python client) closes the whole connection on any
+        SEND_ERROR but ChecksumError (``ClientConnection::handleSendError``) and re-sends
+        the message forever, disrupting every producer and consumer on the connection. So
         a C++ client gets the one per-message failure it honours, ChecksumError, with the
-        NotAllowed reason in its message (logged by the client)."""
+        error's name and reason in its message (logged by the client)."""
+        error, message = server_error(exc)
         if self.conn.client_version.startswith(CPP_CLIENT):
-            error, message = pb.ChecksumError, f"NotAllowedError: {exc}"
-        else:
-            error, message = pb.NotAllowedError, str(exc)
+            message = f"{pb.ServerError.Name(error)}: {message}"
+            error = pb.ChecksumError
         self.conn.send_send_error(producer_id, sequence_id, error, message)
 
     def _close_producer(self, cmd: c.CloseProducer) -> None:
@@ -651,6 +695,7 @@ class Session:
             # SUCCESS always, also for unknown ids (protocol brief 3.2).
             self.conn.send_success(cmd.request_id)
             return
+        self._publish_rates.pop(producer, None)
 
         async def run() -> None:
             # Released before SUCCESS, so the name is free once the client hears back.
@@ -671,8 +716,14 @@ class Session:
 
         async def run() -> None:
             authz = self.services.authorization
+
+            async def can_consume(topic: TopicName, role: str | None) -> bool:
+                # canConsumeAsync with the subscription: its roles and subscriptionAuthMode
+                # (a Prefix refusal raises AuthorizationError with Pulsar's message)
+                return await authz.can_consume(topic, role, cmd.subscription)
+
             refusal = await self._refusal(
-                cmd.topic, authz.can_consume, "Client is not authorized to subscribe"
+                cmd.topic, can_consume, "Client is not authorized to subscribe"
             )
             if refusal is not None:
                 self._error(cmd.request_id, refusal)
@@ -701,6 +752,8 @@ class Session:
                         cmd.hash_ranges,
                         cmd.allow_out_of_order,
                     ),
+                    client=self._client_info(),
+                    consumer_id=cmd.consumer_id,
                 )
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
@@ -775,14 +828,10 @@ class Session:
         consumer = self._consumer(cmd.consumer_id)
         if consumer is None:
             return
-        if not consumer.subscription_type.individual_ack_mode:
-            # Exclusive and Failover: the ids are ignored and every unacked message of the
-            # consumer comes again, in order (ServerCnx.handleRedeliverUnacknowledged
-            # honours them only when Subscription.isIndividualAckMode).
-            consumer.redeliver(None)
-            return
+        # The ids count on Shared and Key_Shared only; elsewhere every unacked message of
+        # the consumer comes again, in order (the core's rule, as ServerCnx's).
         ids = sorted({stream_id(*i) for i in cmd.message_ids if i[0] >= 0 and i[1] >= 0})
-        consumer.redeliver(ids or None)
+        redeliver_unacknowledged(consumer, ids)
 
     def _close_consumer(self, cmd: c.CloseConsumer) -> None:
         consumer = self.consumers.pop(cmd.consumer_id, None)
@@ -884,8 +933,12 @@ class Session:
     async def close(self) -> None:
         """The connection is gone: close producers, release consumers' unacked messages."""
         self.closed = True
+        if self._rate_check is not None:
+            self._rate_check.cancel()
+            self._rate_check = None
         producers = list(self.producers.values())
         self.producers.clear()
+        self._publish_rates.clear()
         for producer in producers:
             try:
                 await self.services.producers.close(producer)

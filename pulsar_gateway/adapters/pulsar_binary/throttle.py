@@ -17,6 +17,15 @@ Pulsar) for as long as at least one reason holds, and is read again once none is
   answers does not get to send more requests.
 * ``STORAGE_BACKLOG``: Redis is behind (the storage lane's queue is long); every
   connection waits.
+* ``TOPIC_PUBLISH_RATE``: a SEND of one of its producers emptied the bucket of its topic's
+  ``publishRate``; released once the paused topics' buckets hold tokens again (Pulsar's
+  ``TopicPublishRate`` reason, ``PublishRateLimiterImpl``; the session asks the core's
+  ``PublishThrottle`` when to look again).
+
+While any reason holds, the commands already received and not yet handled wait too: the
+connection's bytes are decoded a chunk at a time, and the frames of a chunk after the one
+that throttled it are handled once it is read again (Pulsar puts a ``FlowControlHandler``
+after its frame decoder for this, ``PulsarChannelInitializer``).
 
 :class:`PendingLimit` is the count with its two thresholds.
 """
@@ -38,6 +47,7 @@ class ThrottleType(enum.Enum):
     PUBLISH_BUFFER = "publish_buffer"
     OUTBOUND_BUFFER_FULL = "outbound_buffer_full"
     STORAGE_BACKLOG = "storage_backlog"
+    TOPIC_PUBLISH_RATE = "topic_publish_rate"
 
 
 class Throttle:

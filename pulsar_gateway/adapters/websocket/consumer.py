@@ -16,10 +16,19 @@ into
   message returns a permit to its partition's consumer (in halves of the prefetch, as the
   Java client's flow control does), so the prefetch refills as the client keeps up;
 * pushed, unacknowledged messages are remembered in push order with their ack deadline
-  (``ackTimeoutMillis``): a tick gives expired ones back to the subscription
-  (``ConsumerHandle.redeliver``) and frees their places, so an ack timeout never stalls the
-  window; a negative ack frees the place at once and redelivers after
-  ``negativeAckRedeliveryDelay``.
+  (``ackTimeoutMillis``): a tick gives expired ones back to the subscription and frees
+  their places, so an ack timeout never stalls the window; a negative ack frees the place
+  at once and redelivers after ``negativeAckRedeliveryDelay``. Both go through the core's
+  redelivery rule (:func:`~pulsar_gateway.core.consuming.consumer.redeliver_unacknowledged`,
+  the binary protocol's too): the ids count on Shared and Key_Shared subscriptions; on
+  Exclusive and Failover every unacknowledged message of the partition's consumer comes
+  again, in order, and the session forgets the copies it holds of them (pushed or queued),
+  as the Java client behind Pulsar's WebSocket service clears its receiver queue.
+
+A consumer or reader answers ``isEndOfTopic`` with ``{"endOfTopic": true}`` once every
+partition's topic was terminated, the core told the partition's consumer it was sent
+everything (``ConsumerSink.reached_end_of_topic``, Pulsar's REACHED_END_OF_TOPIC, which
+sets the Java client's ``hasReachedEndOfTopic``) and nothing of it waits to be pushed.
 
 Dead letters happen in the gateway: a delivery whose redelivery count (kept in Redis by the
 core, so a consumer that died holding the message still counted) exceeds
@@ -86,6 +95,7 @@ from pulsar_gateway.core import (
     TopicName,
     decode_ack_set,
     parse_topic_name,
+    redeliver_unacknowledged,
     stream_id,
 )
 
@@ -156,6 +166,8 @@ class _Handle:
     #: permits taken by messages that left the queue, not yet given back
     to_return: int = 0
     from_pattern: bool = False
+    #: the core said the consumer was sent all of its terminated topic
+    reached_end: bool = False
     #: the topic's full name and partition index, read once (both are used per message)
     key: str = field(init=False)
     partition: int = field(init=False)
@@ -173,8 +185,9 @@ class _Handle:
 
     def reached_end_of_topic(self, consumer: ConsumerHandle) -> None:
         # Pulsar's WebSocket consumer pushes nothing for it: a client asks with the
-        # isEndOfTopic request (not served here yet)
-        pass
+        # isEndOfTopic request (ConsumerHandler.handleEndOfTopic)
+        if consumer is self.consumer:
+            self.reached_end = True
 
     def active_changed(self, consumer: ConsumerHandle, active: bool) -> None:
         pass
@@ -490,8 +503,32 @@ class ConsumerEndpoint:
 
     def _redeliver(self, handle: _Handle, ids: list[bytes]) -> None:
         consumer = handle.consumer
-        if consumer is not None and not consumer.closed and not self.closed:
-            consumer.redeliver(ids)
+        if consumer is None or consumer.closed or self.closed:
+            return
+        if redeliver_unacknowledged(consumer, ids):
+            self._forget_held(handle)
+
+    def _forget_held(self, handle: _Handle) -> None:
+        """Everything ``handle``'s consumer held goes out again (Exclusive, Failover): drop
+        the session's copies, pushed (their places are free) and queued (their permits go
+        back, as the Java client's ``redeliverUnacknowledgedMessages`` clears its receiver
+        queue and adds its size to the permits), so each message is pushed once more, in
+        order."""
+        for key, item in list(self.window.pushed.items()):
+            if item.handle is handle:
+                self.window.remove(key)
+        kept = [queued for queued in self.queue if queued[0] is not handle]
+        dropped = len(self.queue) - len(kept)
+        if dropped:
+            self._queued_bytes -= sum(
+                len(message.payload) for owner, message in self.queue if owner is handle
+            )
+            self.queue.clear()
+            self.queue.extend(kept)
+            self._give_back(handle, dropped)
+        if not self._writable and self._queued_bytes <= QUEUE_LOW_BYTES:
+            self._set_writable(True)
+        self._wake.set()
 
     def _redeliver_later(self, handle: _Handle, ids: list[bytes]) -> None:
         delay = self.params.negative_ack_delay_ms / 1000
@@ -612,8 +649,7 @@ class ConsumerEndpoint:
             return
         session.count_command(command.type)
         if command.type == "isEndOfTopic":
-            # No topic is ever terminated on this gateway.
-            await session.send(frames.end_of_topic(False))
+            await session.send(frames.end_of_topic(self._reached_end_of_topic()))
             return
         if self.mode is Mode.READER:
             # ReaderHandler: anything else is an ack, i.e. flow control only.
@@ -647,6 +683,12 @@ class ConsumerEndpoint:
         except (GatewayError, ValueError) as exc:
             session.count_error(type(exc).__name__)
             await session.send(frames.command_error(frames.UNKNOWN_ERROR, str(exc), target.text))
+
+    def _reached_end_of_topic(self) -> bool:
+        """``consumer.hasReachedEndOfTopic()`` (every partition's, as
+        ``MultiTopicsConsumerImpl`` asks), once nothing of them waits to be pushed."""
+        handles = self.handles.values()
+        return bool(handles) and all(h.reached_end for h in handles) and not self.queue
 
     async def _error(self, message: str, target: frames.AckTarget | None = None) -> None:
         assert self.session is not None

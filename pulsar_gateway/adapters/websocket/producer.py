@@ -22,6 +22,10 @@ core's checked path (``ProducerHandle.publish_checked``) and a repeated sequence
 
 On a partitioned topic the gateway creates one producer per partition and routes each
 message (:mod:`pulsar_gateway.adapters.websocket.routing`); message ids carry the partition index.
+
+A topic's ``publishRate``: each message takes its tokens from its partition's limiter on this
+gateway, and once one is empty the session reads no frame until it holds tokens again, as
+a binary connection is not read (:mod:`pulsar_gateway.core.policies.rate_limits`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from pulsar_gateway.core import (
     MessageId,
     MessageTooLarge,
     ProducerHandle,
+    PublishRateLimiter,
+    PublishThrottle,
     Services,
     TopicName,
 )
@@ -64,11 +70,15 @@ class TopicProducer:
         producers: Sequence[ProducerHandle],
         params: ProducerParams,
         router: PartitionRouter | None,
+        publish_rates: Sequence[PublishRateLimiter] = (),
     ) -> None:
         self.services = services
         self.producers = list(producers)
         self.params = params
         self.router = router
+        #: each producer's topic publish rate, and the rates that pause this producer
+        self.publish_rates = list(publish_rates) or [PublishRateLimiter() for _ in producers]
+        self.throttle = PublishThrottle()
         first = params.initial_sequence_id
         # ProducerImpl: the next id follows the higher of initialSequenceId and the
         # broker's last stored one (PRODUCER_SUCCESS.last_sequence_id).
@@ -85,6 +95,7 @@ class TopicProducer:
         """
         partitions = await services.topics.client_partitions(topic)
         names = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
+        rates = [await services.rate_limits.publish(name) for name in names]
         producers: list[ProducerHandle] = []
         try:
             for name in names:
@@ -99,7 +110,7 @@ class TopicProducer:
             if partitions
             else None
         )
-        return cls(services, producers, params, router)
+        return cls(services, producers, params, router, rates)
 
     def publish(
         self, message: OutgoingMessage, sequence_id: int | None = None
@@ -130,6 +141,9 @@ class TopicProducer:
             publish_time=publish_time,
             deliver_at=message.deliver_at,
         )
+        rate = self.publish_rates[index]
+        if rate.limited:  # the topic's publishRate (the session waits before its next frame)
+            self.throttle.acquire(rate, 1, len(blob))
         return (index if self.router is not None else -1), fut
 
     async def close(self) -> None:
@@ -152,7 +166,8 @@ class ProducerSession:
     sends the acks in frame order as the appends complete, those ready together in one
     socket write. No frame is read while ``maxPendingMessages`` appends wait for their
     acks or the gateway's publish buffer is full, so a client that floods frames without
-    reading its acks is held back by TCP, not buffered.
+    reading its acks is held back by TCP, not buffered; nor while the topic's publish rate
+    has paused the producer.
     """
 
     def __init__(self, session: Session, producer: TopicProducer) -> None:
@@ -209,6 +224,8 @@ class ProducerSession:
             await self._room.wait()
         if not self._publish_buffer.is_open:
             await self._publish_buffer.wait_open()
+        if self.producer.throttle.throttled:
+            await self.producer.throttle.wait()
         self.session.count_command("send")
         now = int(time.time() * 1000)
         try:

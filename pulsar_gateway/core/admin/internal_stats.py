@@ -22,7 +22,8 @@ Pulsar field                           here
 ``pendingAddEntriesCount``             0 (appends are single Redis commands)
 ``lastConfirmedEntry``                 last generated stream id ``ledger:entry`` (``-1:-1``
                                        when nothing was ever appended)
-``state``                              ``LedgerOpened``
+``state``                              ``LedgerOpened``; ``Terminated`` once the topic
+                                       was terminated (``ManagedLedgerImpl.State``)
 ``ledgers``                            each ledger still in the stream, oldest first
                                        (first 1,000): ledgerId, entries (its last entry
                                        id + 1, as written; a trimmed ledger keeps its
@@ -48,6 +49,11 @@ Pulsar field                           here
 ``cursors.*.cursorLedger``             -1 (no cursor ledger: the group is the cursor)
 ``cursors.*.state``                    ``Open``
 =====================================  =================================================
+
+The topic's ``internal-info`` (Pulsar's ``ManagedLedgerInfo``, :meth:`InternalStats.ledger_info`)
+lists the same ledgers, and once the topic is terminated its ``terminatedPosition``
+(``{"ledgerId", "entryId"}`` of the last entry, ``-1``/``-1`` when it had none, as the
+terminate answer says): the mark ``topic_terminate.lua`` leaves in the ledger hash.
 """
 
 from __future__ import annotations
@@ -176,6 +182,43 @@ class InternalStats:
             NotAllowed: a partitioned topic's base name (use :meth:`partitioned`).
             TopicNotFound: no such topic.
         """
+        stats, _ = await self._read(topic)
+        return stats
+
+    async def ledger_info(self, topic: TopicName) -> dict[str, Any]:
+        """``ManagedLedgerInfo`` (the admin API's ``internal-info``): the ledgers still
+        stored and, once terminated, the ``terminatedPosition``.
+
+        Raises:
+            NotAllowed: a partitioned topic's base name.
+            TopicNotFound: no such topic.
+        """
+        stats, terminated = await self._read(topic)
+        position = None
+        if terminated is not None:
+            ledger, entry = _split(terminated) if terminated else (-1, -1)
+            position = {"ledgerId": ledger, "entryId": entry}
+        return {
+            "version": 1,
+            "creationDate": stats.get("lastLedgerCreatedTimestamp"),
+            "modificationDate": stats.get("lastLedgerCreatedTimestamp"),
+            "ledgers": [
+                {
+                    "ledgerId": ledger["ledgerId"],
+                    "entries": ledger["entries"],
+                    "size": ledger["size"],
+                    "timestamp": 0,
+                    "isOffloaded": False,
+                }
+                for ledger in stats.get("ledgers") or []
+            ],
+            "terminatedPosition": position,
+            "properties": {},
+        }
+
+    async def _read(self, topic: TopicName) -> tuple[dict[str, Any], bytes | None]:
+        """The internal stats, and the last entry's id once the topic was terminated
+        (``b""`` when it had none; None while it is not)."""
         if await self._partitioned.partitions(topic) > 0:
             raise NotAllowed(
                 f"{topic} is a partitioned topic: ask for its partitioned-internalStats"
@@ -185,20 +228,21 @@ class InternalStats:
         if not topic.persistent:
             if not await self._partitioned.exists(topic):
                 raise TopicNotFound(f"Topic {topic} not found")
-            return _non_persistent(names)
+            return _non_persistent(names), None
         reply = await stats.internal_stats(self._lane, handle.keys, subscriptions=names)
-        if reply is None:
+        stream, compacted, cursors = reply.stream, reply.compacted, reply.cursors
+        current, ledgers = reply.current_ledger, reply.ledgers
+        if stream is None:
             if not await self._partitioned.exists(topic):
                 raise TopicNotFound(f"Topic {topic} not found")
-            stream, compacted, cursors = _EMPTY_STREAM, None, tuple[CursorFacts, ...]()
-            current, ledgers = CurrentLedger(None, 0, 0), tuple[LedgerFacts, ...]()
-        else:
-            stream, compacted, cursors = reply.stream, reply.compacted, reply.cursors
-            current, ledgers = reply.current_ledger, reply.ledgers
+            stream = _EMPTY_STREAM
         length, size = stream.length, stream.size
         ever = text(stream.last_generated) != "0-0"
         rows = {row.name: _cursor(row, stream) for row in cursors}
         opened = current.ledger_id
+        # ManagedLedgerImpl.State: Terminated once asyncTerminate ran, which here is the
+        # ledger hash's mark (append_entries.lua stores nothing after it).
+        state = "LedgerOpened" if reply.terminated is None else "Terminated"
         return {
             "entriesAddedCounter": stream.added if stream.added >= 0 else length,
             "numberOfEntries": length,
@@ -210,14 +254,14 @@ class InternalStats:
             "waitingCursorsCount": sum(1 for c in rows.values() if c["waitingReadOp"]),
             "pendingAddEntriesCount": 0,
             "lastConfirmedEntry": _position(stream.last_generated) if ever else "-1:-1",
-            "state": "LedgerOpened",
+            "state": state,
             "ledgers": _ledgers(ledgers, current, size),
             "cursors": rows,
             "schemaLedgers": [],
             "compactedLedger": (
                 _ledger(-1, compacted.length, compacted.size) if compacted else _ledger(-1, -1, -1)
             ),
-        }
+        }, reply.terminated
 
     async def partitioned(self, topic: TopicName) -> dict[str, Any]:
         """PartitionedTopicInternalStats: ``{"metadata": {"partitions": n}, "partitions":

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pulsar_gateway.core.consuming.consumer import ConsumerHandle, ConsumerSink, LastMessageId
+from pulsar_gateway.core.consuming.consumer import (
+    ConsumerHandle,
+    ConsumerSink,
+    LastMessageId,
+    redeliver_unacknowledged,
+)
 from pulsar_gateway.core.consuming.non_persistent import NonPersistentSubscriptions
 from pulsar_gateway.core.consuming.subscription_service import SubscriptionService
 
@@ -12,4 +17,5 @@ __all__ = [
     "LastMessageId",
     "NonPersistentSubscriptions",
     "SubscriptionService",
+    "redeliver_unacknowledged",
 ]

@@ -36,6 +36,7 @@ __all__ = [
     "ConsumerSubscription",
     "LastMessageId",
     "count_out",
+    "redeliver_unacknowledged",
 ]
 
 
@@ -47,6 +48,26 @@ def count_out(
     metrics.out_messages += messages
     meter.add(messages, size)
     subscription_meter.add(messages, size)
+
+
+def redeliver_unacknowledged(consumer: ConsumerHandle, stream_ids: Sequence[bytes]) -> bool:
+    """A client's request to have unacknowledged messages sent again (the binary protocol's
+    REDELIVER_UNACKNOWLEDGED_MESSAGES; a WebSocket consumer's negative acks and ack
+    timeouts), by Pulsar's rule (``ServerCnx.handleRedeliverUnacknowledged``): the ids are
+    honoured only on Shared and Key_Shared subscriptions
+    (``Subscription.isIndividualAckMode``); on Exclusive and Failover, or when no id is
+    named, every unacknowledged message of the consumer comes again, in order (the Java
+    client's ``ConsumerImpl.redeliverUnacknowledgedMessages(Set)`` sends no ids there).
+
+    Returns:
+        True when everything the consumer held was given back: an adapter then drops the
+        copies it still holds of them (the Java client clears its receiver queue).
+    """
+    if stream_ids and consumer.subscription_type.individual_ack_mode:
+        consumer.redeliver(stream_ids)
+        return False
+    consumer.redeliver(None)
+    return True
 
 
 @dataclass(frozen=True, slots=True)

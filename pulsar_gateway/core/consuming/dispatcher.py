@@ -26,6 +26,13 @@ A read_compacted subscription (Exclusive or Failover) at or before the topic's c
 horizon is fed from the compacted view (``dispatch_compacted.lua``, docs/lifecycle.md);
 past the horizon that script answers NOT_COMPACTED and the ordinary dispatch follows.
 
+Dispatch rates (``dispatchRate``, ``subscriptionDispatchRate``;
+:mod:`pulsar_gateway.core.policies.rate_limits`): a request asks for no more messages than
+the topic's and the subscription's buckets on this gateway hold, and what a reply carries
+is taken from them before the next request; when a bucket is empty the dispatcher reads
+again after ``MESSAGE_RATE_BACKOFF_SECONDS``, as Pulsar's dispatchers reschedule their read
+(``PersistentDispatcherMultipleConsumers.readMoreEntries``).
+
 ``run_once`` is callable from tests; :meth:`Dispatcher.start` runs it in a loop.
 """
 
@@ -42,6 +49,7 @@ from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.futures import read_outcome
 from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.policies.rate_limits import MESSAGE_RATE_BACKOFF_SECONDS, DispatchThrottle
 from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
 from pulsar_gateway.core.storage.lane import Lane
@@ -98,6 +106,7 @@ class DispatchedSubscription(Protocol):
     metrics: GatewayMetrics
     unacked_limits: UnackedLimits
     blocked_on_unacked: bool
+    dispatch_rates: DispatchThrottle
 
     def set_active(self, active_uid: str) -> None:
         """Failover: mark which local consumer is active."""
@@ -208,6 +217,11 @@ class Dispatcher:
             recheck = False
             if not ready:
                 return delivered
+            if self._room() == 0:
+                # a dispatch rate's bucket is empty: read again after the back-off (not
+                # "nothing left": a terminated topic's consumers are not at its end)
+                self._wake_at(int(MESSAGE_RATE_BACKOFF_SECONDS * 1000))
+                return delivered
             if len(ready) == 1:
                 progress, drained = await self._feed_one(ready[0])
                 if drained:
@@ -216,7 +230,7 @@ class Dispatcher:
             else:
                 self._rotation = (self._rotation + 1) % len(ready)
                 ready = ready[self._rotation :] + ready[: self._rotation]
-                calls = [self._request(c, self._cap(c.permits, ROUND_ROBIN_BATCH)) for c in ready]
+                ready, calls = self._round_robin(ready)
                 progress = 0
                 failure: BaseException | None = None
                 replies = await asyncio.gather(*calls, return_exceptions=True)
@@ -260,7 +274,7 @@ class Dispatcher:
         )
         drained = False
         delivered = 0
-        want = self._cap(consumer.permits, DISPATCH_CHUNK)
+        want = self._cap(consumer.permits, DISPATCH_CHUNK, self._room())
         fut: asyncio.Future[DispatchReply] | None = self._request(consumer, want, lone=True)
         lane.flush_now()
         while fut is not None:
@@ -276,6 +290,7 @@ class Dispatcher:
                 return delivered, True
             deliveries = reply.deliveries
             messages = sum(d.num_messages for d in deliveries)
+            self._take_rate(deliveries, messages)
             left = consumer.permits - messages
             if reply.drained is None:
                 drained = exhaustive and messages < want
@@ -288,19 +303,62 @@ class Dispatcher:
                 # says which limit (so acks wake the dispatcher when they bring it down)
                 drained, more = False, True
             if more and left > 0 and consumer.writable and not consumer.closed:
-                want = self._cap(left, DISPATCH_CHUNK)
-                fut = self._request(consumer, want, lone=True)
-                lane.flush_now()
+                want = self._cap(left, DISPATCH_CHUNK, self._room())
+                if want > 0:
+                    fut = self._request(consumer, want, lone=True)
+                    lane.flush_now()
+                else:  # the dispatch rate is spent: run_once backs off
+                    drained = False
             delivered += self._deliver(consumer, deliveries, messages)
         return delivered, drained
 
-    def _cap(self, permits: int, chunk: int) -> int:
-        """Messages to ask for: the permits, at most ``chunk`` and about
-        MAX_READ_SIZE_BYTES at the average message size seen."""
+    def _cap(self, permits: int, chunk: int, room: int = -1) -> int:
+        """Messages to ask for: the permits, at most ``chunk``, about MAX_READ_SIZE_BYTES
+        at the average message size seen, and at most ``room`` (the dispatch rates' room,
+        -1: no rate; 0 asks for nothing)."""
+        capped = min(permits, chunk, max(1, int(MAX_READ_SIZE_BYTES / self._message_size())))
+        return capped if room < 0 else min(capped, room)
+
+    def _message_size(self) -> float:
+        """The average message size delivered so far (a first guess before any)."""
         per_message = self._bytes_per_message
         if per_message is None:
             per_message = MAX_READ_SIZE_BYTES / FIRST_READ_MESSAGES
-        return min(permits, chunk, max(1, int(MAX_READ_SIZE_BYTES / max(per_message, 1.0))))
+        return max(per_message, 1.0)
+
+    def _room(self) -> int:
+        """Messages the topic's and the subscription's dispatch rates leave for the next
+        read (Pulsar's ``calculateToRead``): -1 when none is set, 0 when a bucket is empty."""
+        rates = self.subscription.dispatch_rates
+        if not rates.limited:
+            return -1
+        return rates.room(self._message_size())
+
+    def _take_rate(self, deliveries: list[Delivery], messages: int) -> None:
+        """Take what a reply carries from the dispatch rates' buckets, once it is read, as
+        Pulsar does (``acquirePermitsForDeliveredMessages``): a read may overdraw them."""
+        rates = self.subscription.dispatch_rates
+        if messages and rates.limited:
+            rates.consume(messages, sum(len(d.blob) for d in deliveries))
+
+    def _round_robin(
+        self, ready: list[Consumer]
+    ) -> tuple[list[Consumer], list[asyncio.Future[DispatchReply]]]:
+        """One request per consumer, ROUND_ROBIN_BATCH messages at most each, the dispatch
+        rates' room shared out in turn (the consumers it does not reach wait for the next
+        round); returns the consumers asked and their requests."""
+        room = self._room()
+        asked: list[Consumer] = []
+        calls: list[asyncio.Future[DispatchReply]] = []
+        for consumer in ready:
+            want = self._cap(consumer.permits, ROUND_ROBIN_BATCH, room)
+            if want <= 0:
+                break
+            if room > 0:
+                room -= want
+            asked.append(consumer)
+            calls.append(self._request(consumer, want))
+        return asked, calls
 
     def _await_settle(self, consumer: Consumer, settled: asyncio.Future[SettleReply]) -> None:
         """Act on a native read's ``settle_read.lua`` reply when it comes. Until it runs,
@@ -476,7 +534,9 @@ class Dispatcher:
         if not self._check_reply(consumer, reply):
             return 0
         deliveries = reply.deliveries
-        return self._deliver(consumer, deliveries, sum(d.num_messages for d in deliveries))
+        messages = sum(d.num_messages for d in deliveries)
+        self._take_rate(deliveries, messages)
+        return self._deliver(consumer, deliveries, messages)
 
     def _deliver(self, consumer: Consumer, deliveries: list[Delivery], messages: int) -> int:
         if not deliveries:

@@ -31,6 +31,7 @@ from pulsar_gateway.core.fleet.rates import Meter
 from pulsar_gateway.core.model.key_shared import KeySharedPolicy
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.policies.rate_limits import DispatchThrottle, RateLimits
 from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import subscriptions
@@ -55,6 +56,8 @@ class Subscription:
         lease_ms: how long a consumer's lease lasts without renewal.
         metrics: the gateway's counters; ``meter``: this subscription's on this gateway.
         on_idle: called when the last local consumer leaves (the owner forgets it).
+        rate_limits: the gateway's rate limiters: the dispatcher obeys the topic's and the
+            subscription's dispatch rates (None: no rates).
     """
 
     def __init__(
@@ -69,6 +72,7 @@ class Subscription:
         metrics: GatewayMetrics,
         meter: Meter,
         on_idle: Callable[[Subscription], None],
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self.topic = topic
         self.topic_name = topic.full_name
@@ -90,6 +94,10 @@ class Subscription:
         #: gateway's last dispatch learnt (Pulsar ``blockedDispatcherOnUnackedMsgs``)
         self.unacked_limits = UnackedLimits()
         self.blocked_on_unacked = False
+        #: the topic's and this subscription's dispatch rates on this gateway, known once
+        #: the first consumer attaches (kept current by the rate limiters' registry)
+        self.dispatch_rates = DispatchThrottle()
+        self._rate_limits = rate_limits
         self.dispatcher = Dispatcher(self)
 
     def wake(self) -> None:
@@ -127,6 +135,8 @@ class Subscription:
             ConsumerBusy: Exclusive subscription already has a consumer, or another type.
             ConsumerAssignError: Key_Shared STICKY ranges invalid or taken.
         """
+        if self._rate_limits is not None and not self.dispatch_rates.limiters:
+            self.dispatch_rates = await self._rate_limits.dispatch(self.topic.name, self.name)
         reply = await subscriptions.subscribe(
             self.lane,
             self.keys,

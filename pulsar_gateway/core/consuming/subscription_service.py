@@ -28,7 +28,7 @@ from pulsar_gateway.core.errors import (
     SubscriptionNotFound,
 )
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
-from pulsar_gateway.core.fleet.rates import TopicMeters
+from pulsar_gateway.core.fleet.rates import ClientInfo, TopicMeters
 from pulsar_gateway.core.model.key_shared import KeySharedPolicy
 from pulsar_gateway.core.model.message_id import MessageId, start_position
 from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
@@ -38,10 +38,12 @@ from pulsar_gateway.core.policies import unacked_limits
 from pulsar_gateway.core.policies.policies import (
     AUTO_SUBSCRIPTION_CREATION_POLICY,
     MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY,
+    MAX_CONSUMERS_PER_TOPIC_POLICY,
     MAX_SUBSCRIPTIONS_POLICY,
     SUBSCRIPTION_TYPES_POLICY,
     Policies,
 )
+from pulsar_gateway.core.policies.rate_limits import ConsumerIdentifier, RateLimits
 from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
@@ -65,6 +67,7 @@ class SubscriptionService:
         metrics: the gateway's counters; ``meters``: a topic's meters on this gateway.
         policies: namespace and topic policies (the unacked limits).
         default_unacked_limits: the unacked limits of topics without a policy.
+        rate_limits: the gateway's rate limiters (subscribe and dispatch rates; None: none).
     """
 
     def __init__(
@@ -80,8 +83,10 @@ class SubscriptionService:
         meters: Callable[[str], TopicMeters],
         policies: Policies | None = None,
         default_unacked_limits: UnackedLimits | None = None,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self._lane = lane
+        self._rate_limits = rate_limits
         self._policies = policies
         self._default_limits = default_unacked_limits or UnackedLimits()
         self._refresh: asyncio.Task[None] | None = None
@@ -154,6 +159,13 @@ class SubscriptionService:
             # Dispatcher.isConsumersExceededOnSubscription
             raise ConsumerBusy("Subscription reached max consumers limit")
 
+    async def _max_consumers_per_topic(self, topic: Topic) -> int:
+        """``maxConsumersPerTopic`` (topic level, else its namespace's; 0: none), read before
+        the counts so the consumers of every subscription are counted only when it is set."""
+        if self._policies is None:
+            return 0
+        return int(await self._policies.effective(topic.name, MAX_CONSUMERS_PER_TOPIC_POLICY) or 0)
+
     def _policies_changed(self) -> None:
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.get_running_loop().create_task(self.refresh_limits())
@@ -191,13 +203,18 @@ class SubscriptionService:
         read_compacted: bool = False,
         priority_level: int = 0,
         key_shared: KeySharedPolicy | None = None,
+        client: ClientInfo | None = None,
+        consumer_id: int = 0,
     ) -> ConsumerHandle:
         """Attach a consumer to a subscription, creating topic and subscription on first use.
+
+        ``client`` and ``consumer_id`` (the id its connection gave the consumer) say who
+        subscribes, for the topic's subscribe rate; without a client nothing is counted.
 
         Raises:
             InvalidTopicName: bad topic name.
             NotAllowed: read_compacted on a Shared or Key_Shared subscription; Key_Shared
-                on a non-persistent topic.
+                on a non-persistent topic; one subscribe too many under the subscribe rate.
             ConsumerBusy: the Exclusive rule or a subscription type clash.
             ConsumerAssignError: Key_Shared STICKY ranges refused.
             StorageError: Redis failed.
@@ -209,9 +226,16 @@ class SubscriptionService:
         await topic.register()
         counts = None
         if topic.name.persistent:
-            counts = await topics.topic_counts(self._lane, topic.keys, subscription)
+            max_on_topic = await self._max_consumers_per_topic(topic)
+            counts = await topics.topic_counts(
+                self._lane, topic.keys, subscription, topic_consumers=bool(max_on_topic)
+            )
+            if max_on_topic and counts.topic_consumers >= max_on_topic:
+                # PersistentTopic.subscribe: isConsumersExceededOnTopic
+                raise ConsumerBusy("Topic reached max consumers limit")
             topic.terminated = topic.terminated or counts.terminated
         await self._check_policies(topic, subscription, sub_type, durable, counts)
+        await self._check_subscribe_rate(topic, consumer_name, client, consumer_id)
         uid = f"{self._gateway_id}-{next(self._uids)}"
         if not topic.name.persistent:
             return await self._non_persistent.subscribe(
@@ -234,6 +258,7 @@ class SubscriptionService:
                 metrics=self._metrics,
                 meter=self._meters(topic.full_name).out(subscription),
                 on_idle=self._drop,
+                rate_limits=self._rate_limits,
             )
             sub.unacked_limits = limits
             self._subscriptions[key] = sub
@@ -257,6 +282,16 @@ class SubscriptionService:
             if not sub.consumers:
                 self._drop(sub)
             raise
+
+    async def _check_subscribe_rate(
+        self, topic: Topic, consumer_name: str, client: ClientInfo | None, consumer_id: int
+    ) -> None:
+        """``subscribeRate`` on a persistent topic (``PersistentTopic.subscribe``), per
+        client host, consumer name and consumer id, on this gateway."""
+        if self._rate_limits is None or client is None or not topic.name.persistent:
+            return
+        consumer = ConsumerIdentifier.of(client.address, consumer_name, consumer_id)
+        await self._rate_limits.check_subscribe(topic.name, consumer)
 
     def consumers(self) -> Iterator[ConsumerHandle]:
         """Every consumer attached through this gateway (persistent and non-persistent)."""

@@ -10,6 +10,16 @@ value is negative, such as ``BYTES``, is ``None`` on the wire).
 A topic's history may hold a deletion marker (``deleted``): Pulsar's
 ``SchemaRegistryServiceImpl.deleteSchema`` appends one instead of erasing the versions, and
 the versions before the latest marker no longer count (``trimDeletedSchemaAndGetList``).
+
+A KEY_VALUE schema's data is the binary form clients send (``KeyValueSchemaInfo``,
+``KeyValue.encode``): the key schema's definition and the value schema's, each after its
+length as a 4-byte big-endian int; the two types travel in the properties
+``key.schema.type`` and ``value.schema.type`` (with ``kv.encoding.type`` ``INLINE`` or
+``SEPARATED``). The admin API writes it as JSON ``{"key": <definition>, "value":
+<definition>}``, a primitive side as ``""`` (Pulsar's ``SchemaUtils``
+``convertKeyValueDataStringToSchemaInfoSchema`` on upload,
+``convertKeyValueSchemaInfoDataToString`` on reading): :meth:`SchemaData.from_definition`,
+:meth:`SchemaData.definition_text`.
 """
 
 from __future__ import annotations
@@ -59,6 +69,32 @@ _NAMES = {number: name for name, number in SCHEMA_TYPES.items() if name != "BYTE
 #: compared parsed rather than byte for byte, as Pulsar's ``getSchemaVersionBySchemaData``
 #: compares the parsed Avro schemas of these types.
 _JSON_DEFINED = frozenset({2, 3, 4})
+_KEY_VALUE = SCHEMA_TYPES["KEY_VALUE"]
+#: Pulsar's ``SchemaType.isPrimitiveType`` (NONE and BYTES are 0 here): a key or value of
+#: these types has no definition, written ``""`` in the admin API's JSON.
+_PRIMITIVE = frozenset(
+    SCHEMA_TYPES[name]
+    for name in (
+        "NONE",
+        "STRING",
+        "BOOLEAN",
+        "INT8",
+        "INT16",
+        "INT32",
+        "INT64",
+        "FLOAT",
+        "DOUBLE",
+        "DATE",
+        "TIME",
+        "TIMESTAMP",
+        "INSTANT",
+        "LOCAL_DATE",
+        "LOCAL_TIME",
+        "LOCAL_DATE_TIME",
+    )
+)
+#: ``KeyValueSchemaInfo``'s property names of the two sides' types.
+_KEY_TYPE, _VALUE_TYPE = "key.schema.type", "value.schema.type"
 
 
 def schema_type_name(number: int) -> str:
@@ -85,6 +121,60 @@ def _parsed(data: bytes) -> Any:
         return None
 
 
+def _compact(value: Any) -> str:
+    """A parsed JSON value written as Gson's ``JsonElement.toString`` writes it: no spaces,
+    key order kept, non-ASCII as is, U+2028 and U+2029 escaped."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _side_bytes(value: Any) -> bytes:
+    """``SchemaUtils.getKeyOrValueSchemaBytes``: ``""`` (a primitive side) is no bytes,
+    anything else its compact JSON."""
+    text = _compact(value)
+    return b"" if text == '""' else text.encode()
+
+
+def key_value_data(definition: str) -> bytes:
+    """The stored KEY_VALUE data of the admin API's ``{"key": ..., "value": ...}`` text.
+
+    Raises:
+        ValueError: not a JSON object with ``key`` and ``value``.
+    """
+    try:
+        parsed = json.loads(definition)
+    except ValueError:
+        raise ValueError("not JSON") from None
+    if not isinstance(parsed, dict) or "key" not in parsed or "value" not in parsed:
+        raise ValueError('expected {"key": <schema definition>, "value": <schema definition>}')
+    key, value = _side_bytes(parsed["key"]), _side_bytes(parsed["value"])
+    return struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+
+
+def _split_key_value(data: bytes) -> tuple[bytes, bytes] | None:
+    """``KeyValue.decode``: the two definitions (a length of -1 reads as none)."""
+    try:
+        (key_length,) = struct.unpack_from(">i", data, 0)
+        key = data[4 : 4 + max(key_length, 0)]
+        (value_length,) = struct.unpack_from(">i", data, 4 + len(key))
+        start = 8 + len(key)
+        value = data[start : start + max(value_length, 0)]
+    except struct.error:
+        return None
+    return key, value
+
+
+def _side_text(data: bytes, type_name: str | None) -> Any:
+    """One side as ``convertKeyValueSchemaInfoDataToString`` writes it: ``""`` for a
+    primitive type (an absent or unknown one reads as BYTES, as ``decodeSubSchemaInfo``
+    defaults), else the definition parsed (its text when it is not JSON)."""
+    number = SCHEMA_TYPES.get(type_name or "BYTES", 0)
+    if number in _PRIMITIVE:
+        return ""
+    parsed = _parsed(data)
+    return parsed if parsed is not None else data.decode("utf-8", errors="replace")
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaData:
     """One schema, as the protocol's ``Schema`` message carries it; or a deletion marker
@@ -108,6 +198,40 @@ class SchemaData:
             mine = _parsed(self.data)
             return mine is not None and mine == _parsed(other.data)
         return False
+
+    @classmethod
+    def from_definition(
+        cls, type_: int, name: str, definition: str, properties: tuple[tuple[str, str], ...]
+    ) -> SchemaData:
+        """The schema of an admin API ``PostSchemaPayload``: the definition as UTF-8, a
+        KEY_VALUE one converted to its binary form (``SchemasResourceBase.postSchema``).
+
+        Raises:
+            ValueError: an AVRO, JSON or PROTOBUF definition that is not JSON (Pulsar's
+                ``StructSchemaDataValidator``), a KEY_VALUE one that is not ``{"key": ...,
+                "value": ...}``.
+        """
+        if type_ == _KEY_VALUE:
+            data = key_value_data(definition)
+        else:
+            data = definition.encode()
+            if type_ in _JSON_DEFINED and _parsed(data) is None:
+                raise ValueError("not JSON")
+        return cls(type_, name, data, properties)
+
+    def definition_text(self) -> str:
+        """The definition as the admin API answers it (``GetSchemaResponse.data``): the
+        data as UTF-8 text, a KEY_VALUE schema's as ``{"key": ..., "value": ...}``."""
+        if self.type == _KEY_VALUE:
+            sides = _split_key_value(self.data)
+            if sides is not None:
+                props = dict(self.properties)
+                doc = {
+                    "key": _side_text(sides[0], props.get(_KEY_TYPE)),
+                    "value": _side_text(sides[1], props.get(_VALUE_TYPE)),
+                }
+                return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        return self.data.decode("utf-8", errors="replace")
 
     def to_json(self) -> str:
         obj: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """Namespace and topic policies (deduplication, delayed delivery, backlog quotas, retention
-and TTL, unacked limits), authentication and authorization."""
+and TTL, unacked limits, rates), authentication and authorization."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pulsar_gateway.core.policies.authorization import AuthAction, Authorization
 from pulsar_gateway.core.policies.backlog_quota import BacklogQuotas
 from pulsar_gateway.core.policies.backlog_quota_monitor import BacklogQuotaMonitor
 from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.policies.rate_limits import RateLimits
 from pulsar_gateway.core.policies.unacked_limits import UnackedLimits
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "BacklogQuotaMonitor",
     "BacklogQuotas",
     "Policies",
+    "RateLimits",
     "UnackedLimits",
 ]

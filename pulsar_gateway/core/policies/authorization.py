@@ -12,16 +12,31 @@ The rules of Pulsar's ``PulsarAuthorizationProvider`` (with ``authorizationEnabl
   {role}``, and its ``destination_auth`` map topic -> role -> actions, granted with ``POST
   /admin/v2/{domain}/{tenant}/{ns}/{topic}/permissions/{role}`` (a partitioned topic's grant
   covers its partitions). A lookup (LOOKUP, PARTITIONED_METADATA, HTTP lookup) needs produce
-  *or* consume (``canLookupAsync``).
+  *or* consume (``canLookupAsync``);
+* a consumer (binary SUBSCRIBE, WebSocket consumer) names a subscription, which
+  ``PulsarAuthorizationProvider.canConsumeAsync`` checks before the consume grant: when the
+  namespace's ``auth_policies.subscription_auth_roles`` lists roles for that subscription
+  (``POST /admin/v2/namespaces/{tenant}/{ns}/permissions/subscription/{subscription}``), a
+  role not among them is refused; with the namespace's ``subscriptionAuthMode`` ``Prefix``,
+  a subscription whose name does not start with the role is refused with Pulsar's
+  "Failed to create consumer - The subscription name needs to be prefixed by the
+  authentication role, like <role>-xxxx for topic: <topic>" (:class:`AuthorizationError`).
+  Superusers and tenant admins skip both (``allowTopicOperationAsync`` checks
+  ``validateTenantAdminAccess`` first). Lookups name no subscription (``canLookupAsync``
+  passes none), nor does a WebSocket reader (the gateway names its subscription; Pulsar's
+  ``ReaderHandler`` asks ``allowTopicOperation`` without one); a binary reader's
+  ``reader-...`` subscription is checked like any other, as ``ServerCnx`` checks it.
 
-Not carried over: subscription permissions and
-``subscriptionAuthMode``, wildcard role matching (``authorizationAllowWildcardsMatching``,
-off by default in Pulsar), proxy roles.
+Not carried over: wildcard role matching (``authorizationAllowWildcardsMatching``, off by
+default in Pulsar), proxy roles.
 
 Lane: tenants are the ``KeySchema.tenants`` hash (tenant -> TenantInfo JSON, written by
 :mod:`pulsar_gateway.core.topics.tenants`; only read here); permissions are one hash per namespace,
-``KeySchema.namespace_permissions(ns)``: role -> JSON list of actions, and one hash of topic
-grants per namespace, ``KeySchema.topic_permissions(ns)``: topic -> JSON {role: actions}.
+``KeySchema.namespace_permissions(ns)``: role -> JSON list of actions, one hash of topic
+grants per namespace, ``KeySchema.topic_permissions(ns)``: topic -> JSON {role: actions}, and
+one of subscription roles per namespace, ``KeySchema.subscription_permissions(ns)``:
+subscription -> JSON list of roles. ``subscriptionAuthMode`` is a namespace policy, read
+through :class:`~pulsar_gateway.core.policies.policies.Policies`.
 
 Checks run on PRODUCER, SUBSCRIBE, lookups and HTTP requests only, never per message; each gateway
 caches what it read for :data:`CACHE_SECONDS`, and drops the cache whenever
@@ -38,15 +53,30 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from pulsar_gateway.core.errors import AuthorizationError, SubscriptionNotFound
 from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.policies.policies import Policies
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import text
 
-__all__ = ["CACHE_SECONDS", "AuthAction", "AuthorizationService", "parse_actions"]
+__all__ = [
+    "CACHE_SECONDS",
+    "PREFIX_AUTH_MODE",
+    "SUBSCRIPTION_AUTH_MODE_POLICY",
+    "AuthAction",
+    "AuthorizationService",
+    "parse_actions",
+]
 
 #: Longest time a cached tenant or permission read is trusted without a notification.
 CACHE_SECONDS = 5.0
+
+#: The namespace policy (stored name) holding Pulsar's ``SubscriptionAuthMode``: ``"None"``
+#: (or unset) or :data:`PREFIX_AUTH_MODE`.
+SUBSCRIPTION_AUTH_MODE_POLICY = "subscriptionAuthMode"
+#: ``SubscriptionAuthMode.Prefix``: a role's subscriptions must start with the role's name.
+PREFIX_AUTH_MODE = "Prefix"
 
 
 class AuthAction(enum.StrEnum):
@@ -87,18 +117,22 @@ class AuthorizationService:
         self,
         lane: Lane,
         keys: KeySchema,
+        policies: Policies,
         *,
         enabled: bool,
         superuser_roles: Iterable[str] = (),
     ) -> None:
         """``enabled``: Pulsar's ``authorizationEnabled``, which needs authentication (as in
-        Pulsar, where it leaves every role empty without); the composition root calls
-        :meth:`drop_cache` whenever a policy changes."""
+        Pulsar, where it leaves every role empty without); ``policies``: where the
+        namespace's ``subscriptionAuthMode`` is read (cached there, dropped on the same
+        channel); the composition root calls :meth:`drop_cache` whenever a policy
+        changes."""
         self._lane = lane
         self._keys = keys
+        self._policies = policies
         self.enabled = enabled
         self.superuser_roles = frozenset(superuser_roles)
-        self._cache: dict[tuple[str, str], tuple[float, Any]] = {}
+        self._cache: dict[tuple[str, str, str], tuple[float, Any]] = {}
         #: Bumped when the cache is dropped, so a read that started before a change does not
         #: put the old value back.
         self._generation = 0
@@ -108,8 +142,10 @@ class AuthorizationService:
         self._generation += 1
 
     async def _cached(self, kind: str, name: str, key: str) -> Any:
+        """What ``key`` holds for ``name`` (a hash field; a namespace's whole hash for
+        "ns"), parsed, cached under ``(kind, key, name)``."""
         now = time.monotonic()
-        hit = self._cache.get((kind, name))
+        hit = self._cache.get((kind, key, name))
         if hit is not None and hit[0] > now:
             return hit[1]
         generation = self._generation
@@ -117,10 +153,12 @@ class AuthorizationService:
             value: Any = _admin_roles(await self._lane.call("HGET", key, name))
         elif kind == "topic":
             value = _topic_grants(await self._lane.call("HGET", key, name))
+        elif kind == "subscription":
+            value = _roles(await self._lane.call("HGET", key, name))
         else:
             value = _permissions(await self._lane.call("HGETALL", key))
         if generation == self._generation:
-            self._cache[(kind, name)] = (now + CACHE_SECONDS, value)
+            self._cache[(kind, key, name)] = (now + CACHE_SECONDS, value)
         return value
 
     # -- checks --------------------------------------------------------------------------
@@ -158,16 +196,26 @@ class AuthorizationService:
         role: str | None,
         *actions: str,
         topic: TopicName | None = None,
+        subscription: str | None = None,
     ) -> bool:
         """Whether ``role`` may do any of ``actions`` in ``namespace`` (of ``tenant``), or on
         ``topic`` by a grant on the topic itself: always when authorization is off;
-        superusers and tenant admins always."""
+        superusers and tenant admins always. A consumer's ``subscription`` must also pass
+        :meth:`may_use_subscription` first, as ``canConsumeAsync`` checks it first.
+
+        Raises:
+            AuthorizationError: ``subscriptionAuthMode`` Prefix refuses the subscription.
+        """
         if not self.enabled:
             return True
         if role is None:
             return False
         if await self.is_tenant_admin(tenant, role):
             return True
+        if subscription is not None and not await self.may_use_subscription(
+            namespace, role, subscription, topic
+        ):
+            return False
         granted = await self.namespace_actions(namespace, role)
         if topic is not None:
             granted = granted | await self.topic_actions(topic, role)
@@ -178,10 +226,50 @@ class AuthorizationService:
             topic.tenant, topic.namespace, role, AuthAction.PRODUCE, topic=topic
         )
 
-    async def can_consume(self, topic: TopicName, role: str | None) -> bool:
+    async def can_consume(
+        self, topic: TopicName, role: str | None, subscription: str | None = None
+    ) -> bool:
+        """Consume on ``topic`` (through ``subscription`` when the client chose one).
+
+        Raises:
+            AuthorizationError: ``subscriptionAuthMode`` Prefix refuses the subscription.
+        """
         return await self.allows(
-            topic.tenant, topic.namespace, role, AuthAction.CONSUME, topic=topic
+            topic.tenant,
+            topic.namespace,
+            role,
+            AuthAction.CONSUME,
+            topic=topic,
+            subscription=subscription,
         )
+
+    async def may_use_subscription(
+        self, namespace: str, role: str, subscription: str, topic: TopicName | None = None
+    ) -> bool:
+        """The subscription part of ``PulsarAuthorizationProvider.canConsumeAsync``, for a
+        role that is neither superuser nor tenant admin: False when the subscription has
+        roles listed (``subscription_auth_roles``, a non-empty list) and ``role`` is not one
+        of them. A blank name is not checked (Pulsar's ``isNotBlank``).
+
+        Raises:
+            AuthorizationError: the namespace's ``subscriptionAuthMode`` is Prefix and the
+                name does not start with ``role`` (Pulsar checks ``startsWith(role)``; its
+                message suggests ``<role>-``).
+        """
+        if not subscription.strip():
+            return True
+        key = self._keys.subscription_permissions(namespace)
+        roles: frozenset[str] = await self._cached("subscription", subscription, key)
+        if roles and role not in roles:
+            return False
+        mode = await self._policies.get_namespace(namespace, SUBSCRIPTION_AUTH_MODE_POLICY)
+        if mode == PREFIX_AUTH_MODE and not subscription.startswith(role):
+            where = str(topic) if topic is not None else namespace
+            raise AuthorizationError(
+                "Failed to create consumer - The subscription name needs to be prefixed by"
+                f" the authentication role, like {role}-xxxx for topic: {where}"
+            )
+        return True
 
     async def can_lookup(self, topic: TopicName, role: str | None) -> bool:
         """Produce or consume (``canLookupAsync``)."""
@@ -260,6 +348,44 @@ class AuthorizationService:
         else:
             await self._write("HDEL", key, name)
 
+    # -- subscription permissions (admin API) --------------------------------------------
+
+    async def get_subscription_permissions(self, namespace: str) -> dict[str, list[str]]:
+        """The namespace's subscription roles, read fresh: subscription -> roles (sorted);
+        Pulsar's ``auth_policies.subscription_auth_roles``. A subscription whose last role
+        was revoked stays listed with none, as in Pulsar, and restricts nothing."""
+        raw = await self._lane.call("HGETALL", self._keys.subscription_permissions(namespace))
+        return {sub: sorted(set(roles)) for sub, roles in sorted(_grants(raw).items())}
+
+    async def grant_subscription_permission(
+        self, namespace: str, subscription: str, roles: Iterable[str]
+    ) -> None:
+        """Let only ``roles`` (and superusers, tenant admins) consume ``subscription``
+        anywhere in ``namespace``, replacing its earlier list, as Pulsar's
+        ``grantSubscriptionPermissionAsync`` puts the new set."""
+        value = json.dumps(sorted(set(roles)))
+        await self._write(
+            "HSET", self._keys.subscription_permissions(namespace), subscription, value
+        )
+
+    async def revoke_subscription_permission(
+        self, namespace: str, subscription: str, role: str
+    ) -> None:
+        """Remove ``role`` from ``subscription``'s roles (read, then written: two admins
+        changing one subscription at once may lose one change, where Pulsar's versioned
+        write answers 409 to the second).
+
+        Raises:
+            SubscriptionNotFound: the subscription has no roles listed (Pulsar's "couldn't
+                find subscription").
+        """
+        key = self._keys.subscription_permissions(namespace)
+        raw = await self._lane.call("HGET", key, subscription)
+        if raw is None:
+            raise SubscriptionNotFound("couldn't find subscription")
+        roles = _roles(raw) - {role}
+        await self._write("HSET", key, subscription, json.dumps(sorted(roles)))
+
     async def _write(self, command: str, key: str, *args: Any) -> None:
         await self._lane.call(command, key, *args)
         self.drop_cache()
@@ -282,6 +408,19 @@ def _topic_grants(raw: bytes | str | None) -> dict[str, frozenset[str]]:
         for role, actions in value.items()
         if isinstance(actions, list)
     }
+
+
+def _roles(raw: bytes | str | None) -> frozenset[str]:
+    """A stored JSON list of roles (none when absent or bad)."""
+    if raw is None:
+        return frozenset()
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return frozenset()
+    if not isinstance(value, list):
+        return frozenset()
+    return frozenset(r for r in value if isinstance(r, str))
 
 
 def _admin_roles(raw: bytes | str | None) -> frozenset[str]:

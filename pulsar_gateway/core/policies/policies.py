@@ -26,9 +26,18 @@ from pulsar_gateway.core.storage.notifier import Notifier
 __all__ = [
     "AUTO_SUBSCRIPTION_CREATION_POLICY",
     "CACHE_SECONDS",
+    "DISPATCH_RATE_POLICY",
+    "ENCRYPTION_REQUIRED_POLICY",
+    "INACTIVE_TOPIC_POLICY",
     "MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY",
+    "MAX_CONSUMERS_PER_TOPIC_POLICY",
+    "MAX_MESSAGE_SIZE_POLICY",
     "MAX_PRODUCERS_POLICY",
     "MAX_SUBSCRIPTIONS_POLICY",
+    "PUBLISH_RATE_POLICY",
+    "SUBSCRIBE_RATE_POLICY",
+    "SUBSCRIPTION_DISPATCH_RATE_POLICY",
+    "SUBSCRIPTION_EXPIRATION_POLICY",
     "SUBSCRIPTION_TYPES_POLICY",
     "Policies",
 ]
@@ -45,6 +54,24 @@ AUTO_SUBSCRIPTION_CREATION_POLICY = "autoSubscriptionCreation"
 MAX_PRODUCERS_POLICY = "maxProducersPerTopic"
 MAX_SUBSCRIPTIONS_POLICY = "maxSubscriptionsPerTopic"
 MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY = "maxConsumersPerSubscription"
+MAX_CONSUMERS_PER_TOPIC_POLICY = "maxConsumersPerTopic"
+#: Inactive topic deletion and subscription expiry
+#: (:mod:`pulsar_gateway.core.admin.inactive_topics`): Pulsar's ``InactiveTopicPolicies``
+#: object, and the namespace's ``subscriptionExpirationTime`` (minutes).
+INACTIVE_TOPIC_POLICY = "inactiveTopicPolicies"
+SUBSCRIPTION_EXPIRATION_POLICY = "subscriptionExpirationTime"
+#: Namespace level only: producers must encrypt their messages (a boolean).
+ENCRYPTION_REQUIRED_POLICY = "encryptionRequired"
+#: Topic level only: the largest entry a producer may append (bytes; 0 or unset: none).
+MAX_MESSAGE_SIZE_POLICY = "maxMessageSize"
+#: Rate policies (:mod:`pulsar_gateway.core.policies.rate_limits`): Pulsar's ``PublishRate``
+#: (topic level), ``DispatchRate`` of the topic and of each of its subscriptions (one
+#: subscription's own value is stored as ``subscriptionDispatchRate/<subscription>``) and
+#: ``SubscribeRate``.
+PUBLISH_RATE_POLICY = "publishRate"
+DISPATCH_RATE_POLICY = "dispatchRate"
+SUBSCRIPTION_DISPATCH_RATE_POLICY = "subscriptionDispatchRate"
+SUBSCRIBE_RATE_POLICY = "subscribeRate"
 
 
 class Policies:

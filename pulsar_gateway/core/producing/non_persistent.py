@@ -77,6 +77,7 @@ class NonPersistentProducer:
         self.name = name
         self.deduplication = False
         self.waiting = False
+        self.encrypted = False
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.ready.set_result(None)
         self.topic_epoch: int | None = None

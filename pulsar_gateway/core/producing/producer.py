@@ -30,6 +30,7 @@ import itertools
 from collections.abc import Callable
 from typing import Protocol
 
+from pulsar_gateway.core.errors import MessageTooLarge
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
 from pulsar_gateway.core.futures import read_outcome
@@ -96,6 +97,9 @@ class ProducerHandle(Protocol):
             the topic.
         on_lost: set by the adapter: called when the gateway closes the producer itself.
         producer_id, client: what the adapter knows (stats).
+        encrypted: the client said it encrypts its messages (``CommandProducer.encrypted``);
+            each of its messages must then carry encryption keys (checked by the adapter,
+            which reads the metadata: Pulsar's ``Producer.checkAndStartPublish``).
     """
 
     name: str
@@ -109,6 +113,7 @@ class ProducerHandle(Protocol):
     producer_id: int
     client: ClientInfo
     on_lost: Callable[[ProducerHandle], None] | None
+    encrypted: bool
 
     @property
     def checked(self) -> bool: ...
@@ -201,6 +206,10 @@ class Producer:
         self.last_sequence_id = -1
         self.schema_version: int | None = None
         self.delayed_delivery = DelayedDeliveryPolicy()
+        #: the topic's ``maxMessageSize`` policy (0: none; the gateway's own limit is the
+        #: adapters' frame limit)
+        self.max_message_size = 0
+        self.encrypted = False
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A queued producer's client may be gone before its turn comes, and nobody awaits
         # the refusal then: reading it here keeps asyncio from logging it as unhandled.
@@ -259,6 +268,16 @@ class Producer:
         counting a fenced or failed append too."""
         count_in(self._metrics, self.meter, self.topic_meter, num_messages, len(blob))
 
+    def _check_size(self, blob: bytes, chunk: str | None) -> None:
+        """The topic's ``maxMessageSize`` (``AbstractTopic.isExceedMaximumMessageSize``:
+        chunks are exempt, as they are how a client sends a larger message).
+
+        Raises:
+            MessageTooLarge: the entry is larger; nothing stored.
+        """
+        if chunk is None and len(blob) > self.max_message_size:
+            raise MessageTooLarge("Exceed maximum message size")
+
     def _deliver_at(self, publish_time: int, requested: int | None) -> int | None:
         """The entry's stored deliver-at time under the topic's policy, counted in the
         PIP-437 metrics.
@@ -304,7 +323,10 @@ class Producer:
 
         Raises:
             DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
+            MessageTooLarge: the entry exceeds the topic's ``maxMessageSize``; nothing stored.
         """
+        if self.max_message_size:
+            self._check_size(blob, chunk)
         at = self._deliver_at(publish_time, deliver_at)
         if num_messages == 1 and sticky_key is None and chunk is None and at is None:
             fut = self._append(blob, "", publish_time)  # the common case: no options
@@ -341,7 +363,7 @@ class Producer:
         The future resolves with the stream id; None for a duplicate (nothing stored, the
         client gets a receipt anyway); 0 when an ExclusiveWithFencing producer took the
         topic from this exclusive producer (nothing stored, the producer must close).
-        Raises DeliveryDelayNotAllowed as :meth:`publish` does.
+        Raises DeliveryDelayNotAllowed and MessageTooLarge as :meth:`publish` does.
 
         Args:
             blob: the stored form of the entry.
@@ -352,6 +374,8 @@ class Producer:
                 :func:`pulsar_gateway.core.policies.deduplication.to_record`).
             sticky_key, chunk, publish_time, deliver_at: as for :meth:`publish`.
         """
+        if self.max_message_size:
+            self._check_size(blob, chunk)
         at = self._deliver_at(publish_time, deliver_at)
         exclusive = self.access_mode is not ProducerAccessMode.SHARED
         dedup = self.deduplication

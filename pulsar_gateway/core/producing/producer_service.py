@@ -1,8 +1,9 @@
 """The producer service: producers attach to topics here (Pulsar PRODUCER).
 
-A producer gets its topic's deduplication and delayed-delivery policies when it is created
-and keeps them current: when any policy changes in the fleet (the policies channel), and at
-every lease renewal, the policies of every local producer's topic are read again. Its
+A producer gets its topic's deduplication, delayed-delivery and ``maxMessageSize`` policies
+when it is created and keeps them current: when any policy changes in the fleet (the
+policies channel), and at every lease renewal, the policies of every local producer's topic
+are read again. Its
 registration with the fleet is kept by :class:`~.producer_registry.ProducerRegistry`, whose
 leases are renewed every third of a lease. Non-persistent topics get a
 :class:`~.non_persistent.NonPersistentProducer`, which nothing registers.
@@ -15,8 +16,14 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from pulsar_gateway.core.errors import GatewayError, ProducerBusy, TopicTerminated
+from pulsar_gateway.core.errors import (
+    EncryptionRequired,
+    GatewayError,
+    ProducerBusy,
+    TopicTerminated,
+)
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import TopicMeters
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
@@ -25,7 +32,12 @@ from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.periodic import Periodic
 from pulsar_gateway.core.policies import backlog_quota, deduplication, delayed_delivery
 from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
-from pulsar_gateway.core.policies.policies import MAX_PRODUCERS_POLICY, Policies
+from pulsar_gateway.core.policies.policies import (
+    ENCRYPTION_REQUIRED_POLICY,
+    MAX_MESSAGE_SIZE_POLICY,
+    MAX_PRODUCERS_POLICY,
+    Policies,
+)
 from pulsar_gateway.core.producing.non_persistent import NonPersistentIds, NonPersistentProducer
 from pulsar_gateway.core.producing.producer import (
     Producer,
@@ -42,6 +54,21 @@ from pulsar_gateway.core.topics.topic import Topic, Topics
 __all__ = ["ProducerService"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _SendPolicies:
+    """A topic's policies that its producers apply on every SEND: deduplication, delayed
+    delivery and the topic's ``maxMessageSize`` (0: none)."""
+
+    deduplication: bool
+    delayed_delivery: DelayedDeliveryPolicy
+    max_message_size: int
+
+    def apply(self, producer: Producer) -> None:
+        producer.deduplication = self.deduplication
+        producer.delayed_delivery = self.delayed_delivery
+        producer.max_message_size = self.max_message_size
 
 
 class ProducerService:
@@ -111,6 +138,7 @@ class ProducerService:
         user_provided_name: bool = True,
         topic_epoch: int | None = None,
         schema: SchemaData | None = None,
+        encrypted: bool = False,
     ) -> ProducerHandle:
         """Attach a producer to a topic, registering it (and its schema) with the fleet.
 
@@ -127,6 +155,8 @@ class ProducerService:
                 (ProducerBlockedQuotaExceededException) quota.
             TopicTerminated: the topic was terminated.
             ProducerBusy: the topic's ``maxProducersPerTopic`` is reached.
+            EncryptionRequired: the namespace's ``encryptionRequired`` is on and the
+                producer does not encrypt (``encrypted``: ``CommandProducer.encrypted``).
             StorageError: Redis failed.
         """
         topic = self._topics.get(name)
@@ -141,6 +171,8 @@ class ProducerService:
             await self._check_max_producers(topic, counts)
             # before the schema, as ServerCnx.handleProducer checks the quotas first
             await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
+        if not encrypted:
+            await self._check_encryption(topic)
         version = await self._schemas.register_producer(topic.name, schema)
         if not producer_name:
             producer_name = generate_producer_name(self._cluster_name, self._gateway_id)
@@ -156,6 +188,7 @@ class ProducerService:
         )
         producer.topic_epoch = topic_epoch
         producer.schema_version = version
+        producer.encrypted = encrypted
         await self._registry.add(producer)
         return producer
 
@@ -192,7 +225,7 @@ class ProducerService:
             user_provided_name=user_provided_name,
             publish_buffer=self.publish_buffer,
         )
-        producer.deduplication, producer.delayed_delivery = await self._topic_policies(topic.name)
+        (await self._topic_policies(topic.name)).apply(producer)
         return producer
 
     async def _check_max_producers(self, topic: Topic, counts: topics.TopicCounts) -> None:
@@ -205,6 +238,12 @@ class ProducerService:
         if limit and counts.producers >= limit:
             raise ProducerBusy(f"Topic '{topic.full_name}' reached max producers limit")
 
+    async def _check_encryption(self, topic: Topic) -> None:
+        """``encryptionRequired`` (namespace level): a producer that does not encrypt is
+        refused, as ``ServerCnx.handleProducer`` refuses it after the backlog quotas."""
+        if await self._policies.get_namespace(topic.name.namespace, ENCRYPTION_REQUIRED_POLICY):
+            raise EncryptionRequired(f"Encryption is required in {topic.full_name}")
+
     async def publisher(self, name: TopicName | str, producer_name: str) -> ProducerHandle:
         """A producer for one-off appends that is not registered with the fleet, as
         Pulsar's REST produce publishes straight to the topic (``TopicsBase``
@@ -215,6 +254,7 @@ class ProducerService:
             InvalidTopicName: bad topic name.
             ProducerBlockedQuotaExceeded: the backlog is over a quota that blocks producers.
             TopicTerminated: the topic was terminated.
+            EncryptionRequired: the namespace requires encryption.
         """
         topic = self._topics.get(name)
         await topic.register()
@@ -222,9 +262,11 @@ class ProducerService:
             return self._non_persistent(topic, producer_name)
         if (await topics.topic_counts(self._lane, topic.keys)).terminated:
             raise TopicTerminated("Topic was already terminated")
-        # Pulsar's REST produce checks no quota (a TODO in TopicsBase); here it is refused
-        # as a producer would be, so every way in keeps to the quota.
+        # Pulsar's REST produce checks no quota (a TODO in TopicsBase) and no encryption
+        # requirement; here it is refused as a producer would be, so every way in keeps to
+        # the namespace's policies (it cannot encrypt: the gateway holds no keys).
         await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
+        await self._check_encryption(topic)
         return await self._new_producer(topic, producer_name)
 
     async def close(self, producer: ProducerHandle) -> None:
@@ -265,11 +307,13 @@ class ProducerService:
 
     # -- policies and leases -------------------------------------------------------------
 
-    async def _topic_policies(self, topic: TopicName) -> tuple[bool, DelayedDeliveryPolicy]:
-        """The policies a producer applies on every SEND: deduplication, delayed delivery."""
-        return (
+    async def _topic_policies(self, topic: TopicName) -> _SendPolicies:
+        """The policies a producer applies on every SEND."""
+        max_size = await self._policies.get_topic(topic, MAX_MESSAGE_SIZE_POLICY)
+        return _SendPolicies(
             await deduplication.enabled(self._policies, topic),
             await delayed_delivery.effective(self._policies, topic, self._default_delayed),
+            max_size if isinstance(max_size, int) and max_size > 0 else 0,
         )
 
     def _policies_changed(self) -> None:
@@ -281,7 +325,7 @@ class ProducerService:
     async def refresh_policies(self) -> None:
         """Re-read the deduplication and delayed-delivery policies of every local
         producer's topic."""
-        found: dict[str, tuple[bool, DelayedDeliveryPolicy]] = {}
+        found: dict[str, _SendPolicies] = {}
         for producer in self._registry.producers():
             key = producer.topic.full_name
             if key not in found:
@@ -290,7 +334,7 @@ class ProducerService:
                 except GatewayError as exc:
                     log.warning("reading producer policies failed: %s", exc)
                     return
-            producer.deduplication, producer.delayed_delivery = found[key]
+            found[key].apply(producer)
 
     async def renew_leases(self) -> None:
         """Renew the fleet registrations of local producers, then re-read their policies

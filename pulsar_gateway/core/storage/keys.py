@@ -35,6 +35,7 @@ __all__ = [
     "DELAYED_CONSUMER",
     "KEY_SHARED_MODE_FIELD",
     "KEY_SPECS",
+    "LAST_ACTIVE_FIELD",
     "NO_OWNER_CONSUMER",
     "PARKED_CONSUMER",
     "RESERVED",
@@ -61,6 +62,10 @@ WAITING_CONSUMER_PREFIX: Final = b"~w:"
 NO_OWNER_CONSUMER: Final = b"~w:~none"
 #: Field of the ``ks-ranges`` hash holding the Key_Shared mode (0 AUTO_SPLIT, 1 STICKY).
 KEY_SHARED_MODE_FIELD: Final = b"~mode"
+#: Field of the ``consumer-info`` hash holding when the subscription was last seen with a
+#: consumer (ms, Redis clock; ``inactive_subscriptions.lua``): every deletion of the
+#: subscription deletes the hash, so a subscription made again starts afresh.
+LAST_ACTIVE_FIELD: Final = b"~active"
 
 #: Every reserved name starts with it (a consumer uid never does).
 RESERVED_MARK: Final = b"~"
@@ -73,6 +78,7 @@ RESERVED: Final[Mapping[str, bytes]] = {
     "WAITING": WAITING_CONSUMER_PREFIX,
     "NO_OWNER": NO_OWNER_CONSUMER,
     "KS_MODE": KEY_SHARED_MODE_FIELD,
+    "LAST_ACTIVE": LAST_ACTIVE_FIELD,
 }
 
 
@@ -128,8 +134,10 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "P:{T}:consumer-info:<sub>",
         "hash",
         "consumer uid -> ``<priority level> <join time us> <durable 1|0> <consumer name>`` "
-        "(Failover picks the active consumer from it)",
-        "as the consumers zset",
+        "(Failover picks the active consumer from it); field ``~active``: when the "
+        "subscription was last seen with a consumer (ms, Redis clock: subscription expiry)",
+        "as the consumers zset; ``~active`` by ``inactive_subscriptions.lua``, and by every "
+        "consumer release once it is there",
         "TopicKeys.consumer_info",
     ),
     KeySpec(
@@ -225,10 +233,11 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "the current ledger (``model/ledger.py``): ``id`` (its ledger id, the ms Redis "
         "opened it), ``e`` entries and ``b`` blob bytes in it, ``t`` the last broker "
         "timestamp stored; ``x`` once the topic is terminated: its last entry's id (``-`` "
-        "when it had none)",
+        "when it had none); ``a`` when the topic was last seen active (ms: inactive topic "
+        "deletion)",
         "``append_entries.lua`` (every append; a new ``id`` when the ledger is full; nothing "
-        "once ``x`` is set); ``x`` by ``topic_terminate.lua``; read by ``internal_stats.lua`` "
-        "and ``topic_counts.lua``",
+        "once ``x`` is set); ``x`` by ``topic_terminate.lua``; ``a`` by "
+        "``inactive_topic.lua``; read by ``internal_stats.lua`` and ``topic_counts.lua``",
         "TopicKeys.ledger",
     ),
     KeySpec(
@@ -307,7 +316,8 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "P:ns:{<tenant/ns>}:topics",
         "set",
         "full names of the namespace's topics and partitions",
-        "every producer and subscribe (``Topic.register``); ``partitioned_metadata.lua``; "
+        "every producer and subscribe (``topic_register.lua``: known, or created when the "
+        "auto-creation rules and ``maxTopicsPerNamespace`` allow); ``partitioned_metadata.lua``; "
         "``SREM`` by an admin delete",
         "KeySchema.namespace_topics",
     ),
@@ -386,6 +396,15 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "of actions: grants on single topics",
         "``policies/authorization.py`` (admin topic grant and revoke)",
         "KeySchema.topic_permissions",
+    ),
+    KeySpec(
+        "P:permissions:subscriptions:<tenant/ns>",
+        "hash",
+        'subscription -> JSON list of the roles allowed to consume it (["app"]; an empty '
+        "list restricts nothing): Pulsar's ``auth_policies.subscription_auth_roles``",
+        "``policies/authorization.py`` (admin subscription grant replaces the list, revoke "
+        "removes one role)",
+        "KeySchema.subscription_permissions",
     ),
     KeySpec(
         "P:gateways",
@@ -628,6 +647,9 @@ class KeySchema:
 
     def topic_permissions(self, namespace: str) -> str:
         return f"{self.prefix}:permissions:topics:{namespace}"
+
+    def subscription_permissions(self, namespace: str) -> str:
+        return f"{self.prefix}:permissions:subscriptions:{namespace}"
 
     @property
     def gateways(self) -> str:

@@ -22,6 +22,7 @@ a topic busy (see docs/topics.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 
 from pulsar_gateway.core.errors import (
@@ -31,6 +32,7 @@ from pulsar_gateway.core.errors import (
     TopicNotFound,
 )
 from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.policies.topic_creation import TopicCreationRules
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import texts
@@ -44,12 +46,20 @@ __all__ = ["PartitionedTopics"]
 class PartitionedTopics:
     """Partition counts and namespace topic lists, read and changed atomically in Redis."""
 
-    def __init__(self, lane: Lane, keys: KeySchema, require_namespace: RequireNamespace) -> None:
+    def __init__(
+        self,
+        lane: Lane,
+        keys: KeySchema,
+        require_namespace: RequireNamespace,
+        rules: TopicCreationRules,
+    ) -> None:
         self._lane = lane
         self._keys = keys
         #: refuses a topic in a namespace that does not exist with TopicNotFound
         #: (:meth:`.tenants.Tenants.require_topic_namespace`)
         self._require_namespace = require_namespace
+        #: auto-creation and maxTopicsPerNamespace
+        self._rules = rules
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -78,7 +88,27 @@ class PartitionedTopics:
         _, count = await asyncio.gather(
             self._require_namespace(topic.namespace), self.partitions(topic)
         )
-        return count
+        if count or topic.partition_index >= 0:
+            return count
+        return await self._auto_create_partitioned(topic)
+
+    async def _auto_create_partitioned(self, topic: TopicName) -> int:
+        """A topic nobody created, asked for by a client of a namespace whose topics are
+        created partitioned (``allowAutoTopicCreationType=partitioned``): created now with
+        ``defaultNumPartitions``, as Pulsar's
+        ``fetchPartitionedTopicMetadataCheckAllowAutoCreationAsync`` does. 0 for the rest
+        (a non-partitioned topic is created when its producer or consumer attaches)."""
+        auto = await self._rules.auto_creation(topic.namespace)
+        if not (auto.allowed and auto.partitioned) or await self.exists(topic):
+            return 0
+        with contextlib.suppress(TopicConflict):  # another gateway created it meanwhile
+            await self._metadata(
+                MetadataOperation.CREATE,
+                topic,
+                auto.default_partitions,
+                max_topics=await self._rules.max_topics(topic.namespace),
+            )
+        return await self.partitions(topic)
 
     async def exists(self, topic: TopicName) -> bool:
         """Whether a non-partitioned topic (or a partition) of that name exists."""
@@ -131,6 +161,7 @@ class PartitionedTopics:
         topic: TopicName,
         partitions: int = 0,
         force: bool = False,
+        max_topics: int = 0,
     ) -> int:
         ns = topic.namespace
         return await scripts.partitioned_metadata(
@@ -141,6 +172,7 @@ class PartitionedTopics:
             topic=str(topic),
             partitions=partitions,
             force=force,
+            max_topics=max_topics,
         )
 
     async def create_partitioned(self, topic: TopicName, count: int) -> None:
@@ -151,11 +183,13 @@ class PartitionedTopics:
             TopicNotFound: the namespace does not exist.
             TopicConflict: the name is taken by a topic of either kind, or a partition with
                 an index >= ``count`` exists.
+            TooManyTopics: the namespace would pass ``maxTopicsPerNamespace``.
         """
         if count < 1:
             raise InvalidPartitionCount("Number of partitions should be more than 0")
         await self._require_namespace(topic.namespace)
-        await self._metadata(MetadataOperation.CREATE, topic, count)
+        max_topics = await self._rules.max_topics(topic.namespace)
+        await self._metadata(MetadataOperation.CREATE, topic, count, max_topics=max_topics)
 
     async def update_partitioned(self, topic: TopicName, count: int, force: bool) -> None:
         """Raise the partition count (Pulsar ``updatePartitionedTopic``).
@@ -196,9 +230,11 @@ class PartitionedTopics:
         Raises:
             TopicNotFound: the namespace does not exist.
             TopicConflict: the name is taken by a topic of either kind.
+            TooManyTopics: the namespace would pass ``maxTopicsPerNamespace``.
         """
         await self._require_namespace(topic.namespace)
-        await self._metadata(MetadataOperation.CREATE_NON_PARTITIONED, topic)
+        max_topics = await self._rules.max_topics(topic.namespace)
+        await self._metadata(MetadataOperation.CREATE_NON_PARTITIONED, topic, max_topics=max_topics)
 
     # -- deletion ------------------------------------------------------------------------
 

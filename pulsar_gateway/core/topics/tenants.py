@@ -282,6 +282,7 @@ class Tenants:
             self._lane.call("DEL", keys.namespace_policies(namespace)),
             self._lane.call("DEL", keys.namespace_permissions(namespace)),
             self._lane.call("DEL", keys.topic_permissions(namespace)),
+            self._lane.call("DEL", keys.subscription_permissions(namespace)),
             self._lane.call("SREM", keys.tenant_namespaces(tenant), namespace),
         )
         # Every gateway drops its cached policies of the namespace.

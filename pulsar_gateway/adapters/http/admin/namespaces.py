@@ -206,13 +206,6 @@ async def remove_property(services: Services, request: web.Request) -> None:
         await services.policies.set_namespace(namespace, PROPERTIES_POLICY, properties)
 
 
-async def subscription_permissions(services: Services, request: web.Request) -> dict[str, Any]:
-    """Roles allowed per subscription (``subscription_auth_roles``): none, as the gateway
-    grants per namespace (docs/auth.md)."""
-    await _existing(services, request)
-    return {}
-
-
 async def scan_offloaded_ledgers(services: Services, request: web.Request) -> None:
     await _existing(services, request)
     raise fail(
@@ -261,7 +254,6 @@ _ROUTES: tuple[tuple[str, str, Body], ...] = (
     ("PUT", f"{_NS}/property/{{key}}/{{value}}", set_property),
     ("DELETE", f"{_NS}/property/{{key}}", remove_property),
     ("GET", "/admin/v2/namespaces/{cluster}/antiAffinity/{group}", anti_affinity_namespaces),
-    ("GET", f"{_NS}/permissions/subscription", subscription_permissions),
     ("GET", f"{_NS}/scanOffloadedLedgers", scan_offloaded_ledgers),
 )
 
@@ -312,9 +304,6 @@ DOCS: dict[tuple[str, str], Doc] = {
         "The tenant's namespaces in an anti-affinity group",
         response=_STR_LIST,
         query=(("tenant", "string"),),
-    ),
-    ("GET", f"{_NS}/permissions/subscription"): Doc(
-        _TAG, "Roles allowed per subscription (none: grants are per namespace)", response=obj()
     ),
     ("GET", f"{_NS}/scanOffloadedLedgers"): Doc(
         _TAG, "Scan offloaded ledgers (does not apply: 501)", ok=501

@@ -26,11 +26,14 @@ from pulsar_gateway.adapters.resource import SERVICES, fail, http_error, read_te
 from pulsar_gateway.core import (
     AUTO_SUBSCRIPTION_CREATION_POLICY,
     DELAYED_DELIVERY_POLICY,
+    INACTIVE_TOPIC_POLICY,
     MAX_CONSUMERS_PER_SUBSCRIPTION_POLICY,
+    MAX_CONSUMERS_PER_TOPIC_POLICY,
     MAX_PRODUCERS_POLICY,
     MAX_SUBSCRIPTIONS_POLICY,
     MAX_UNACKED_PER_CONSUMER_POLICY,
     MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
+    SUBSCRIPTION_EXPIRATION_POLICY,
     SUBSCRIPTION_TYPES_POLICY,
     DelayedDeliveryPolicy,
     GatewayError,
@@ -392,11 +395,12 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         schema=_SUBSCRIBE_RATE[1],
     ),
     PolicySpec(
-        "inactiveTopicPolicies",
+        INACTIVE_TOPIC_POLICY,
         "inactiveTopicPolicies",
         "inactiveTopicPolicies",
         _INACTIVE_TOPIC[0],
         schema=_INACTIVE_TOPIC[1],
+        default=lambda services: services.limits.default_inactive_topic_policies,
     ),
     PolicySpec(
         "encryptionRequired",
@@ -415,7 +419,7 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         default=lambda services: 0,
     ),
     PolicySpec(
-        "maxConsumersPerTopic",
+        MAX_CONSUMERS_PER_TOPIC_POLICY,
         "maxConsumersPerTopic",
         "maxConsumers",
         _COUNT,
@@ -448,7 +452,7 @@ PULSAR_POLICIES: tuple[PolicySpec, ...] = (
         default=_max_message_size,
     ),
     PolicySpec(
-        "subscriptionExpirationTime",
+        SUBSCRIPTION_EXPIRATION_POLICY,
         "subscriptionExpirationTime",
         None,
         _COUNT,

@@ -15,7 +15,12 @@ partitioned topic's:
   registers it under the effective compatibility strategy, even when
   ``isAllowAutoUpdateSchema`` is false (that flag is for producers); answers a
   ``PostSchemaResponse``, whose ``SchemaVersion`` Jackson writes as
-  ``{"version": {"version": n}}``; 409 when incompatible, 422 for invalid schema data;
+  ``{"version": {"version": n}}``; 409 when incompatible, 422 for invalid schema data. A
+  ``KEY_VALUE`` payload's ``schema`` is ``{"key": <definition>, "value": <definition>}``
+  (``""`` for a primitive side) and its properties name the sides' types
+  (``key.schema.type``, ``value.schema.type``, ``kv.encoding.type``); it is stored in the
+  binary form KEY_VALUE producers send, and read back in the JSON form, as Pulsar's
+  ``SchemaUtils`` converts both ways (:class:`~pulsar_gateway.core.SchemaData`);
 * ``DELETE .../schema[?force=true]``: a ``DeleteSchemaResponse`` ``{"version": n}`` (see
   :mod:`pulsar_gateway.core.topics.schema_registry` for what a deletion does);
 * ``POST .../compatibility`` with a payload: 202 and an ``IsCompatibilityResponse``
@@ -24,7 +29,8 @@ partitioned topic's:
   fails the request with the incompatibility as an error; this answers ``false``;
 * ``POST .../version`` with a payload: ``{"version": n}`` (``LongSchemaVersionResponse``),
   -1 when no version has that schema (``NO_SCHEMA_VERSION``), as Pulsar answers. ``PUT``
-  is accepted on the same path too.
+  is accepted on the same path too. Both read a KEY_VALUE payload as an upload does (Pulsar
+  takes its JSON text as the data there, so it never finds an uploaded KEY_VALUE version).
 
 The schema policies are :data:`SCHEMA_POLICIES` (``Namespaces`` / ``PersistentTopics``
 paths and methods), served by :mod:`pulsar_gateway.adapters.http.admin.policies`; invalid values
@@ -33,7 +39,6 @@ are 412.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -63,10 +68,6 @@ from pulsar_gateway.core import (
 __all__ = ["DOCS", "SCHEMA_POLICIES", "add_routes"]
 
 BASE = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
-
-#: Types whose definition must be JSON (an Avro definition): Pulsar's
-#: ``StructSchemaDataValidator`` refuses any other with 422.
-_STRUCT_TYPES = frozenset({"AVRO", "JSON", "PROTOBUF"})
 
 
 def _topic(request: web.Request) -> TopicName:
@@ -108,35 +109,29 @@ async def _payload(request: web.Request, topic: TopicName) -> SchemaData:
     properties = body.get("properties") or {}
     if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
         raise fail(web.HTTPBadRequest, "properties must be an object of strings")
-    if type_name == "KEY_VALUE":
-        # Pulsar converts a KEY_VALUE payload to its binary SchemaInfo encoding
-        # (convertKeyValueDataStringToSchemaInfoSchema); this gateway does not.
-        raise fail(
-            web.HTTPUnprocessableEntity, "KEY_VALUE schemas cannot be uploaded over REST here"
+    try:
+        # AVRO/JSON/PROTOBUF must be JSON (StructSchemaDataValidator); KEY_VALUE is
+        # converted to its binary form (convertKeyValueDataStringToSchemaInfoSchema)
+        return SchemaData.from_definition(
+            SCHEMA_TYPES[type_name],
+            _schema_name(topic),
+            definition,
+            tuple(sorted((str(k), v) for k, v in properties.items())),
         )
-    data = definition.encode()
-    if type_name in _STRUCT_TYPES:
-        try:
-            json.loads(data)
-        except ValueError:
-            raise fail(
-                web.HTTPUnprocessableEntity, f"Invalid {type_name} schema definition"
-            ) from None
-    return SchemaData(
-        SCHEMA_TYPES[type_name],
-        _schema_name(topic),
-        data,
-        tuple(sorted((str(k), v) for k, v in properties.items())),
-    )
+    except ValueError as exc:
+        raise fail(
+            web.HTTPUnprocessableEntity, f"Invalid {type_name} schema definition: {exc}"
+        ) from None
 
 
 def _get_schema_response(version: int, schema: SchemaData) -> dict[str, Any]:
-    # GetSchemaResponse; the data as text, as Pulsar's new String(data, UTF_8)
+    # GetSchemaResponse; the data as text, as Pulsar's new String(data, UTF_8), a
+    # KEY_VALUE schema's as {"key", "value"} (convertSchemaAndMetadataToGetSchemaResponse)
     return {
         "version": version,
         "type": schema_type_name(schema.type),
         "timestamp": schema.timestamp,
-        "data": schema.data.decode("utf-8", errors="replace"),
+        "data": schema.definition_text(),
         "properties": dict(schema.properties),
     }
 

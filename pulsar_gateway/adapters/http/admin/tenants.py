@@ -235,7 +235,10 @@ def parse_policies(value: Any) -> dict[str, Any]:
 
 
 def policies_document(
-    stored: dict[str, Any], cluster: str, permissions: dict[str, list[str]]
+    stored: dict[str, Any],
+    cluster: str,
+    permissions: dict[str, list[str]],
+    subscription_roles: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Pulsar's ``Policies`` JSON for a namespace, from its stored policies.
 
@@ -246,7 +249,7 @@ def policies_document(
         "auth_policies": {
             "namespace_auth": permissions,
             "destination_auth": {},
-            "subscription_auth_roles": {},
+            "subscription_auth_roles": subscription_roles or {},
         },
         "replication_clusters": [cluster],
         "allowed_clusters": [],
@@ -292,7 +295,8 @@ async def get_policies(services: Services, request: web.Request) -> dict[str, An
     await services.tenants.require_namespace(namespace)
     stored = await services.policies.namespace_policies(namespace)
     permissions = await services.authorization.get_permissions(namespace)
-    return policies_document(stored, services.cluster.name, permissions)
+    roles = await services.authorization.get_subscription_permissions(namespace)
+    return policies_document(stored, services.cluster.name, permissions, roles)
 
 
 async def create_namespace(services: Services, request: web.Request) -> None:

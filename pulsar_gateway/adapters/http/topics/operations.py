@@ -75,26 +75,10 @@ async def get_backlog(services: Services, request: web.Request) -> dict[str, Any
 
 
 async def get_internal_info(services: Services, request: web.Request) -> dict[str, Any]:
-    """``ManagedLedgerInfo`` (``getManagedLedgerInfo``): the topic's one pseudo-ledger."""
+    """``ManagedLedgerInfo`` (``getManagedLedgerInfo``): the topic's ledgers and, once it
+    was terminated, its ``terminatedPosition``."""
     topic = await _existing(services, request)
-    stats = await services.internal_stats.topic(topic)
-    return {
-        "version": 1,
-        "creationDate": stats.get("lastLedgerCreatedTimestamp"),
-        "modificationDate": stats.get("lastLedgerCreatedTimestamp"),
-        "ledgers": [
-            {
-                "ledgerId": ledger["ledgerId"],
-                "entries": ledger["entries"],
-                "size": ledger["size"],
-                "timestamp": 0,
-                "isOffloaded": False,
-            }
-            for ledger in stats.get("ledgers") or []
-        ],
-        "terminatedPosition": None,
-        "properties": {},
-    }
+    return await services.internal_stats.ledger_info(topic)
 
 
 async def create_missed_partitions(services: Services, request: web.Request) -> None:

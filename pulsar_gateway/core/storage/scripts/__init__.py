@@ -27,8 +27,9 @@ per-message path, get the prelude only and carry the few helpers they need thems
 Modules: :mod:`.append` (appends), :mod:`.producers` (the producer registry),
 :mod:`.subscriptions` (consumers joining and leaving), :mod:`.dispatch`, :mod:`.acks`,
 :mod:`.cursors` (subscription admin), :mod:`.scheduled` (scheduled-message admin),
-:mod:`.topics` (topic metadata and lifecycle), :mod:`.stats`, :mod:`.metadata` (fleet,
-tenants, policies), :mod:`.non_persistent`.
+:mod:`.topics` (topic metadata and lifecycle), :mod:`.inactivity` (inactive topics and
+subscriptions), :mod:`.stats`, :mod:`.metadata` (fleet, tenants, policies),
+:mod:`.non_persistent`.
 """
 
 from __future__ import annotations

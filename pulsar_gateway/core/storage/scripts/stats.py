@@ -112,17 +112,32 @@ class CursorFacts:
 
 @dataclass(frozen=True, slots=True)
 class InternalStatsReply:
-    stream: StreamFacts
+    """``stream`` is None when the topic partition has no stream (then nothing else is
+    known but ``terminated``): the id of its last entry when it was terminated (``b""``
+    when it had none), else None."""
+
+    stream: StreamFacts | None
     compacted: CompactedFacts | None
     cursors: tuple[CursorFacts, ...]
     current_ledger: CurrentLedger
     ledgers: tuple[LedgerFacts, ...]
+    terminated: bytes | None
 
 
-def _internal_reply(reply: list[Any]) -> InternalStatsReply | None:
-    if not reply:
+def _terminated(mark: bytes | str) -> bytes | None:
+    """The ledger hash's ``x`` as the script answers it ('' not terminated, '-' no entry)."""
+    raw = mark.encode() if isinstance(mark, str) else mark
+    if not raw:
         return None
-    stream, compacted, cursors, ledger_rows = reply
+    return b"" if raw == b"-" else raw
+
+
+def _internal_reply(reply: list[Any]) -> InternalStatsReply:
+    if len(reply) == 1:
+        return InternalStatsReply(
+            None, None, (), CurrentLedger(None, 0, 0), (), _terminated(reply[0])
+        )
+    stream, compacted, cursors, ledger_rows, terminated = reply
     length, last_generated, added, first_id, last_id, size = stream
     rows = []
     for row in cursors:
@@ -154,14 +169,16 @@ def _internal_reply(reply: list[Any]) -> InternalStatsReply | None:
             LedgerFacts(int(ledger_rows[i]), int(ledger_rows[i + 1]), int(ledger_rows[i + 2]))
             for i in range(3, len(ledger_rows), 3)
         ),
+        _terminated(terminated),
     )
 
 
 def internal_stats(
     lane: ScriptRunner, keys: TopicKeys, *, subscriptions: Sequence[str]
-) -> asyncio.Future[InternalStatsReply | None]:
-    """The storage and cursor facts of the topic partition (None when it has no stream);
-    ``subscriptions`` without a consumer group (non-persistent ones) are skipped."""
+) -> asyncio.Future[InternalStatsReply]:
+    """The storage and cursor facts of the topic partition (``stream`` None when it has no
+    stream) and its terminated mark; ``subscriptions`` without a consumer group
+    (non-persistent ones) are skipped."""
     script_keys = [
         keys.stream,
         keys.compacted,

@@ -13,10 +13,12 @@ from typing import Any
 from pulsar_gateway.core.errors import (
     GatewayError,
     InvalidPartitionCount,
+    TooManyTopics,
     TopicBusy,
     TopicConflict,
     TopicNotFound,
 )
+from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.storage.keys import TopicKeys
 from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, count_or_none, text
 
@@ -42,6 +44,7 @@ __all__ = [
     "register_schema",
     "topic_counts",
     "topic_maintenance",
+    "topic_register",
     "topic_terminate",
     "topic_truncate",
 ]
@@ -64,6 +67,7 @@ _METADATA_ERRORS: dict[int, type[GatewayError]] = {
     1: TopicConflict,  # the name is in use (409)
     2: TopicNotFound,  # not a partitioned topic
     3: InvalidPartitionCount,  # fewer partitions than now (422)
+    4: TooManyTopics,  # maxTopicsPerNamespace (412)
 }
 
 
@@ -84,22 +88,56 @@ def partitioned_metadata(
     topic: str,
     partitions: int = 0,
     force: bool = False,
+    max_topics: int = 0,
 ) -> asyncio.Future[int]:
-    """Change the namespace's topic list and partitioned-topic metadata together.
+    """Change the namespace's topic list and partitioned-topic metadata together; a create
+    is refused when the namespace would hold more than ``max_topics`` (0: no limit).
 
     Resolves with the previous partition count (0 for a create); fails with TopicConflict,
-    TopicNotFound or InvalidPartitionCount.
+    TopicNotFound, InvalidPartitionCount or TooManyTopics.
     """
-    args: list[str | int] = [str(operation), topic]
-    if operation in (MetadataOperation.CREATE, MetadataOperation.UPDATE):
-        args.append(partitions)
-    if operation is MetadataOperation.UPDATE:
-        args.append(int(force))
+    args: list[str | int] = [str(operation), topic, partitions, int(force), max_topics]
     return lane.eval(
         SCRIPTS["partitioned_metadata"],
         [namespace_topics, namespace_partitioned],
         args,
         _metadata_reply,
+    )
+
+
+class RegisterStatus(enum.IntEnum):
+    """``topic_register.lua``'s answer."""
+
+    KNOWN = 0
+    CREATED = 1
+    NOT_FOUND = 2  # does not exist and may not be created
+    TOO_MANY_TOPICS = 3  # the namespace holds its most topics
+
+
+def topic_register(
+    lane: ScriptRunner,
+    namespace_topics: str,
+    namespace_partitioned: str,
+    *,
+    topic: TopicName,
+    may_create: bool,
+    max_topics: int,
+) -> asyncio.Future[RegisterStatus]:
+    """Record ``topic`` in its namespace's list as a client attaches, creating it when
+    ``may_create`` and the namespace holds fewer than ``max_topics`` (0: no limit); a
+    partition of an existing partitioned topic is always known."""
+    partition = topic.partition_index
+    return lane.eval(
+        SCRIPTS["topic_register"],
+        [namespace_topics, namespace_partitioned],
+        [
+            str(topic),
+            int(may_create),
+            max_topics,
+            str(topic.partitioned_topic_name) if partition >= 0 else "",
+            max(partition, 0),
+        ],
+        RegisterStatus,
     )
 
 
@@ -274,25 +312,38 @@ class TopicCounts:
     subscription_exists: bool
     consumers: int
     terminated: bool
+    #: live consumers of every subscription (0 unless asked for)
+    topic_consumers: int = 0
 
 
 def topic_counts(
-    lane: ScriptRunner, keys: TopicKeys, subscription: str = "", producer_name: str = ""
+    lane: ScriptRunner,
+    keys: TopicKeys,
+    subscription: str = "",
+    producer_name: str = "",
+    *,
+    topic_consumers: bool = False,
 ) -> asyncio.Future[TopicCounts]:
     """Whether the topic partition was terminated, its live producers (but
     ``producer_name``) and subscriptions; with ``subscription``, whether it exists and its
-    live consumers."""
+    live consumers; with ``topic_consumers``, the live consumers of all its subscriptions."""
 
     def decode(reply: list[Any]) -> TopicCounts:
         return TopicCounts(
-            int(reply[0]), int(reply[1]), bool(int(reply[2])), int(reply[3]), bool(int(reply[4]))
+            int(reply[0]),
+            int(reply[1]),
+            bool(int(reply[2])),
+            int(reply[3]),
+            bool(int(reply[4])),
+            int(reply[5]),
         )
 
     consumers = keys.consumers(subscription) if subscription else keys.producers
+    prefix = keys.consumers("") if topic_consumers else ""
     return lane.eval(
         SCRIPTS["topic_counts"],
         [keys.producers, keys.subscriptions, consumers, keys.ledger],
-        [subscription, producer_name],
+        [subscription, producer_name, prefix],
         decode,
     )
 

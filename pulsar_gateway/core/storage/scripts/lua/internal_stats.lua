@@ -7,7 +7,8 @@ KEYS[3 + i] consumers zset (uid -> lease expiry) of subscription ARGV[i]
 ARGV[i] subscription names (those without a consumer group, non-persistent ones, are
 skipped)
 
-Returns {} when the stream does not exist, else {stream, compacted, cursors, ledgers}:
+Returns {terminated} when the stream does not exist, else {stream, compacted, cursors,
+ledgers, terminated}:
   stream    {length, last-generated-id, entries-added (-1 before Redis 7), first id or '',
              last id or '', memory usage (bytes)}
   compacted {length, memory usage} or {} when the topic was never compacted
@@ -20,6 +21,8 @@ Returns {} when the stream does not exist, else {stream, compacted, cursors, led
   ledgers   {current ledger id or '', its entries, its blob bytes, then per ledger still
              in the stream (oldest first, at most MAX_LEDGERS) its id and the entry ids
              of its first and last stored entries}
+  terminated  the ledger hash's terminated mark: '' when the topic was not terminated,
+             else its last entry's id ('-' when it had none; topic_terminate.lua)
 
 Entries are read one at a time, a few per subscription and ledger, never a span's: a span
 is counted ledger by ledger (lib.lua walk_range: entry ids are consecutive within a ledger,
@@ -32,7 +35,7 @@ thousands of 10 KB entries.
 local SCAN_LIMIT = 10000
 local MAX_LEDGERS = 1000
 local stream, compacted = KEYS[1], KEYS[2]
-if redis.call('EXISTS', stream) == 0 then return {} end
+if redis.call('EXISTS', stream) == 0 then return {redis.call('HGET', KEYS[3], 'x') or ''} end
 
 local info = redis.call('XINFO', 'STREAM', stream)
 local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
@@ -120,7 +123,7 @@ for i, name in ipairs(ARGV) do
   end
 end
 -- the ledgers still in the stream: two reads per ledger, from the first entry on
-local current = redis.call('HMGET', KEYS[3], 'id', 'e', 'b')
+local current = redis.call('HMGET', KEYS[3], 'id', 'e', 'b', 'x')
 local ledgers = {current[1] or '', tonumber(current[2] or 0), tonumber(current[3] or 0)}
 local entry = first
 while entry and #ledgers < 3 + 3 * MAX_LEDGERS do
@@ -133,4 +136,4 @@ while entry and #ledgers < 3 + 3 * MAX_LEDGERS do
   ledgers[#ledgers + 1] = string.format('%d', last_seq)
   entry = redis.call('XRANGE', stream, '(' .. top, '+', 'COUNT', 1)[1]
 end
-return {stream_out, compacted_out, cursors, ledgers}
+return {stream_out, compacted_out, cursors, ledgers, current[4] or ''}

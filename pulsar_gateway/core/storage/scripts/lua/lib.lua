@@ -202,10 +202,25 @@ local function stored_before(stream, ts)
   return '+'
 end
 
+-- The exclusive end of the entries published before `ts` (first_published_at), as
+-- XRANGE/XPENDING take it: the entries a message TTL of now - ts has expired.
+local function published_before(stream, ts)
+  local first = first_published_at(stream, ts)
+  if first then return '(' .. first end
+  return '+'
+end
+
 -- The broker timestamp of entry `id` (its ledger id when the entry is gone).
 local function stored_time(stream, id)
   local entry = redis.call('XRANGE', stream, id, id)[1]
   if entry then return entry_time(entry) end
+  return (split_id(id))
+end
+
+-- The publish time of entry `id` (entry_publish_time; its ledger id when the entry is gone).
+local function published_time(stream, id)
+  local entry = redis.call('XRANGE', stream, id, id)[1]
+  if entry then return entry_publish_time(entry) end
   return (split_id(id))
 end
 
@@ -649,7 +664,13 @@ local function release_consumer(k, group, uid, parked)
   end
   if redis.call('HEXISTS', k.ranges, uid) == 1 then ks_remove(k, uid) end
   redis.call('ZREM', k.consumers, uid)
-  redis.call('HDEL', k.info, uid)
+  if redis.call('HDEL', k.info, uid) == 1 and redis.call('HEXISTS', k.info, LAST_ACTIVE) == 1 then
+    -- A consumer leaving makes the subscription last active now (Pulsar's removeConsumer
+    -- -> cursor.updateLastActive), on subscriptions whose expiry is checked (the check
+    -- wrote the field first: inactive_subscriptions.lua), so one that comes and goes
+    -- between two checks is not missed.
+    redis.call('HSET', k.info, LAST_ACTIVE, now_ms())
+  end
   return moved
 end
 

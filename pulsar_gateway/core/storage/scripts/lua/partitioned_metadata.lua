@@ -9,6 +9,8 @@ ARGV[1] operation: 'create', 'update', 'delete' or 'create-non-partitioned'
 ARGV[2] full topic name (never a partition name)
 ARGV[3] partition count (create, update)
 ARGV[4] '1' to skip the unexpected-partition check (update with force)
+ARGV[5] the most topics the namespace may hold, partitions counted (create,
+        create-non-partitioned; 0: no limit: Pulsar's maxTopicsPerNamespace)
 
 Returns {code, message, count}
   code 0 OK (count: the previous partition count; 0 for create)
@@ -16,6 +18,8 @@ Returns {code, message, count}
   code 2 not found: not a partitioned topic (update, delete)
   code 3 refused count: fewer partitions than now (422 in Pulsar's
          internalUpdatePartitionedTopicAsync)
+  code 4 the namespace would hold more than ARGV[5] topics (412 in Pulsar's
+         internalCreatePartitionedTopic)
 ]]
 local topics, partitioned = KEYS[1], KEYS[2]
 local op, name = ARGV[1], ARGV[2]
@@ -36,6 +40,12 @@ local function max_partition_index()
   return max
 end
 
+local function exceeds_max_topics(adding)
+  local max = tonumber(ARGV[5] or '0')
+  return max > 0 and redis.call('SCARD', topics) + adding > max
+end
+local TOO_MANY = 'Exceed maximum number of topics in namespace.'
+
 local function add_partitions(from, to)
   for i = from, to - 1 do redis.call('SADD', topics, prefix .. i) end
 end
@@ -52,6 +62,7 @@ if op == 'create' then
     return {1, string.format('The topic has a max partition index of %d, the number of '
       .. 'partitions must be at least %d', max, max + 1), 0}
   end
+  if exceeds_max_topics(count) then return {4, TOO_MANY, 0} end
   redis.call('HSET', partitioned, name, count)
   add_partitions(0, count)
   return {0, 'OK', 0}
@@ -91,6 +102,7 @@ if op == 'create-non-partitioned' then
   if current > 0 or redis.call('SISMEMBER', topics, name) == 1 then
     return {1, 'This topic already exists', current}
   end
+  if exceeds_max_topics(1) then return {4, TOO_MANY, 0} end
   redis.call('SADD', topics, name)
   return {0, 'OK', 0}
 end

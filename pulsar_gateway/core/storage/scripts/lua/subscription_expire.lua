@@ -3,9 +3,11 @@ PersistentSubscription.expireMessages / PersistentMessageExpiryMonitor): everyth
 than an age, or up to a position, is acknowledged on this subscription (Pulsar moves the
 mark-delete position to the newest matching entry). Consumers stay connected.
 
-By age: an entry has expired when its broker timestamp (the Redis clock at append, Pulsar's
-broker entry timestamp) is more than `seconds` before now (MessageImpl.isEntryExpired:
-now > timestamp + ttl). As in PersistentSubscription.expireMessages, the
+By age: an entry has expired when its publish time (the producer's, stored with the entry;
+lib.lua entry_publish_time) is more than `seconds` before now (MessageImpl.isEntryExpired:
+now > publish time + ttl, Pulsar's broker entry timestamp being off by default); the
+newest expired entry is found by publish time as Pulsar's expiry monitor finds it
+(lib.lua first_published_at). As in PersistentSubscription.expireMessages, the
 request is not issued (Pulsar 409) when the backlog is empty, or when consumers are
 connected, the backlog is under 1000 entries (MINIMUM_BACKLOG_FOR_EXPIRY_CHECK) and its
 oldest entry has not expired.
@@ -42,10 +44,10 @@ if mode == 'age' then
   if backlog == 0 then return 0 end
   local now = string.format('(%d', now_ms())
   local connected = redis.call('ZCOUNT', k.consumers, now, '+inf') > 0
-  if connected and backlog < 1000 and stored_time(k.stream, oldest) >= cutoff then
+  if connected and backlog < 1000 and published_time(k.stream, oldest) >= cutoff then
     return 0
   end
-  if cutoff > 0 then ack_through(k, group, stored_before(k.stream, cutoff)) end
+  if cutoff > 0 then ack_through(k, group, published_before(k.stream, cutoff)) end
   return 1
 end
 

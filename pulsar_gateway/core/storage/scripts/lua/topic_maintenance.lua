@@ -4,8 +4,10 @@ Pulsar semantics (cookbooks-retention-expiry; PersistentMessageExpiryMonitor,
 ManagedLedgerImpl.internalTrimConsumedLedgers), on a stream:
   * TTL: an entry older than the TTL is acknowledged on every subscription, unacked or not
     (Pulsar moves the mark-delete position past it): its pending entries are XACKed and a
-    group cursor behind it is moved past it. Age comes from the entry's broker timestamp
-    (the time Redis stored it; lib.lua first_stored_at finds where the expired ones end).
+    group cursor behind it is moved past it. Age comes from the entry's publish time (the
+    producer's clock, as MessageImpl.isEntryExpired reads it with Pulsar's broker entry
+    metadata off, its default; lib.lua first_published_at finds where the expired ones
+    end). Retention below goes by the broker timestamp, as Pulsar's goes by ledger times.
   * Retention: entries consumed by every subscription (before each group's oldest pending
     entry and after none of its cursors) and, once the topic was compacted, at or before the
     compaction horizon, are removed oldest first while older than the retention time
@@ -49,7 +51,8 @@ local groups = group_cursors(stream)
 
 -- 1. TTL: acknowledge what is older than the TTL on every subscription
 if ttl_s > 0 then
-  local cutoff = stored_before(stream, now - ttl_s * 1000)
+  -- by publish time, as Pulsar's PersistentMessageExpiryMonitor (MessageImpl.isEntryExpired)
+  local cutoff = published_before(stream, now - ttl_s * 1000)
   for _, g in ipairs(groups) do
     if budget <= 0 then more = 1; break end
     local name, want = g[1], budget
