@@ -139,6 +139,10 @@ _LIMIT_OPTIONS = [
     ("pulsar_channel_pause_receiving_requests_if_unwritable", "false", False),
     ("broker_max_connections", "100", 100),
     ("broker_max_connections_per_ip", "10", 10),
+    ("allow_auto_topic_creation", "false", False),
+    ("allow_auto_topic_creation_type", "partitioned", "partitioned"),
+    ("default_num_partitions", "4", 4),
+    ("max_topics_per_namespace", "100", 100),
     ("max_concurrent_lookup_request", "5", 5),
     ("max_unacked_messages_per_consumer", "0", 0),
     ("max_unacked_messages_per_subscription", "1000", 1000),
@@ -251,6 +255,9 @@ def test_defaults() -> None:
     assert config.pulsar_channel_write_buffer_low_water_mark == 32 * 1024
     assert config.pulsar_channel_pause_receiving_requests_if_unwritable is True
     assert (config.broker_max_connections, config.broker_max_connections_per_ip) == (0, 0)
+    assert config.allow_auto_topic_creation is True
+    assert config.allow_auto_topic_creation_type == "non-partitioned"
+    assert (config.default_num_partitions, config.max_topics_per_namespace) == (1, 0)
     assert config.max_concurrent_lookup_request == 50_000
     assert config.max_unacked_messages_per_consumer == 50_000
     assert config.max_unacked_messages_per_subscription == 200_000
@@ -410,6 +417,9 @@ def test_help_shows_real_defaults() -> None:
         ),
         ({"max_message_publish_buffer_size_in_mb": -2}, "max_message_publish_buffer_size_in_mb"),
         ({"broker_max_connections": -1}, "broker_max_connections"),
+        ({"allow_auto_topic_creation_type": "sharded"}, "allow_auto_topic_creation_type"),
+        ({"default_num_partitions": 0}, "default_num_partitions"),
+        ({"max_topics_per_namespace": -1}, "max_topics_per_namespace"),
         ({"max_unacked_messages_per_consumer": -1}, "max_unacked_messages_per_consumer"),
         ({"http_max_request_size": 0}, "http_max_request_size"),
     ],
