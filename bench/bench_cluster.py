@@ -64,7 +64,7 @@ figures to read are Redis CPU per message, summed and per master, and the gatewa
 Robustness: every wait has a timeout; a watchdog thread ends the run (gateway SIGTERM, every
 redis-server stopped, temp dir removed) when a phase overruns or a started process dies,
 since a blocked call of the official client cannot be interrupted. Children get SIGTERM if
-this process dies. Self-contained (its helpers follow ``bench/bench.py``'s).
+this process dies. Self-contained (its helpers follow ``bench/harness.py``'s).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ import pulsar
 import redis
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from bench import (
+from harness import (
     KEY_PREFIX,
     NAMESPACE,
     PAYLOAD_SIZE,

@@ -6,7 +6,7 @@ Usage::
                                             [--promote M2] [--consumers K] [--json PATH]
 
 One run starts its own redis-server (temp dir, free port, no RDB snapshots, AOF off) and one
-gateway subprocess on it (helpers shared with ``bench/bench.py``), then, on one topic with a
+gateway subprocess on it (helpers shared with ``bench/harness.py``), then, on one topic with a
 Shared subscription whose consumer(s) stay connected from the start (so the gateway indexes
 scheduled messages as they arrive), with 100-byte payloads sent one message per entry (the
 client never batches a message with a delivery time):
@@ -37,7 +37,7 @@ Where the time goes: CPU (100% = one core) of the gateway, redis-server and this
 (the official client) during each timed section, and Redis's own ``INFO commandstats``
 (calls and µs per call of the busiest commands, ``EVALSHA`` being the gateway's scripts).
 
-Robustness: every wait has a timeout; the watchdog of ``bench/bench.py`` ends the run (gateway
+Robustness: every wait has a timeout; the watchdog of ``bench/harness.py`` ends the run (gateway
 SIGTERM, redis-server stop, temp dir removal) when a phase overruns or the gateway dies.
 """
 
@@ -61,7 +61,7 @@ import psutil
 import pulsar
 import redis
 
-from bench import (
+from harness import (
     KEY_PREFIX,
     MIB,
     NAMESPACE,

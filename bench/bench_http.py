@@ -7,7 +7,7 @@ Usage::
                                          [--profile DIR] [--json PATH]
 
 One run starts its own redis-server (temp dir, free port, no RDB snapshots, AOF off) and one
-gateway subprocess on it (helpers shared with ``bench/bench.py``), then measures, with
+gateway subprocess on it (helpers shared with ``bench/harness.py``), then measures, with
 100-byte payloads and aiohttp clients in this process:
 
 1. WebSocket produce: one producer (``/ws/v2/producer/persistent/public/default/<topic>``)
@@ -52,7 +52,7 @@ commandstats`` (calls per message of the busiest commands; ``evalsha`` is the ga
 scripts).
 
 Robustness: every wait has a timeout (``asyncio.timeout`` around every gateway case), and the
-watchdog of ``bench/bench.py`` ends the run (gateway SIGTERM, redis-server stop, temp dir
+watchdog of ``bench/harness.py`` ends the run (gateway SIGTERM, redis-server stop, temp dir
 removal) when a phase overruns or the gateway dies.
 """
 
@@ -81,7 +81,7 @@ import aiohttp
 import psutil
 import redis
 
-from bench import (
+from harness import (
     KEY_PREFIX,
     MIB,
     NAMESPACE,

@@ -7,7 +7,7 @@ Usage::
                                           [--fill {spark,client}] [--json PATH]
 
 One run starts its own redis-server (temp dir, free port, no RDB snapshots, AOF off), one
-gateway subprocess on it (helpers shared with ``bench/bench.py``) and one local Spark session
+gateway subprocess on it (helpers shared with ``bench/harness.py``) and one local Spark session
 (``local[2]``: two task slots, Python workers forked by ``pyspark.daemon`` under the JVM),
 then measures, with 100-byte payloads:
 
@@ -55,7 +55,7 @@ then measures, with 100-byte payloads:
 
 The machine is shared by Spark, Redis, the gateway and this process: compare the ratios in
 one run rather than absolute figures across runs. Robustness: every wait has a timeout; the
-watchdog of ``bench/bench.py`` ends the run (gateway SIGTERM, redis-server stop, temp dir
+watchdog of ``bench/harness.py`` ends the run (gateway SIGTERM, redis-server stop, temp dir
 removal; the Spark JVM exits with this process) when a phase overruns or the gateway dies.
 """
 
@@ -81,7 +81,7 @@ from typing import Any
 import psutil
 import redis
 
-from bench import (
+from harness import (
     KEY_PREFIX,
     NAMESPACE,
     PAYLOAD_SIZE,

@@ -38,7 +38,7 @@ import redis.asyncio as aioredis
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import RedisServer  # noqa: E402  (bench/bench.py: this directory is on the path)
+from harness import RedisServer  # noqa: E402  (bench/harness.py: this directory is on the path)
 from pulsar_gateway.core.storage.lane import Lane  # noqa: E402
 from pulsar_gateway.proto import PulsarApi_pb2 as pb  # noqa: E402
 

@@ -94,7 +94,8 @@ def _simple_frame(command: bytes) -> bytes:
 class SendEncoder:
     """SEND frames of one producer: ``BaseCommand{type: SEND, send{producer_id,
     sequence_id[, num_messages]}}`` then the checksummed ``MessageMetadata{producer_name,
-    sequence_id, publish_time[, num_messages_in_batch]}`` and payload (protocol brief 1)."""
+    sequence_id, publish_time[, num_messages_in_batch]}`` and payload (docs/binary_protocol.md
+    "Framing")."""
 
     def __init__(self, producer_id: int, producer_name: str, size: int, batch: int) -> None:
         self.batch = batch
@@ -984,7 +985,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.start:
             sys.path.insert(0, str(Path(__file__).resolve().parent))
-            from bench import BenchEnv, GatewayProcess, RedisServer
+            from harness import BenchEnv, GatewayProcess, RedisServer
 
             env = BenchEnv("perf-")
             env.rds = RedisServer(env.workdir, args.aof)
@@ -1005,7 +1006,7 @@ def main(argv: list[str] | None = None) -> int:
             if not gateway_pids:
                 raise SystemExit("--profile needs --start or --gateway-pid")
             sys.path.insert(0, str(Path(__file__).resolve().parent))
-            from bench import Profiler, find_py_spy
+            from harness import Profiler, find_py_spy
 
             args.profile.mkdir(parents=True, exist_ok=True)
             profiler = Profiler(find_py_spy(None), args.profile, gateway_pids[0], 200)

@@ -1,11 +1,12 @@
 """Single messages <-> stored Pulsar entries, for the adapters that handle one message at a
 time: the WebSocket API, REST produce (PIP-64) and the admin API's peek.
 
-Sans-I/O. An entry is stored exactly as a binary producer sends it (DESIGN.md "One stream
-entry per Pulsar entry"): ``MessageMetadata`` and a payload, compressed as a whole and
-possibly a client batch. :func:`encode_entry` builds that form for a message that did not
-arrive as a binary SEND, so a binary consumer reads it unchanged; :func:`unpack_entry` goes
-the other way, decompressing and unbatching (protocol brief 4.3, 4.4).
+Sans-I/O. An entry is stored exactly as a binary producer sends it (docs/architecture.md "Design
+decisions", one stream entry per Pulsar entry): ``MessageMetadata`` and a payload, compressed as
+a whole and possibly a client batch. :func:`encode_entry` builds that form for a message that
+did not arrive as a binary SEND, so a binary consumer reads it unchanged; :func:`unpack_entry`
+goes the other way, decompressing and unbatching (docs/binary_protocol.md "Batches, compression
+and chunks").
 
 Message ids travel as base64 of the serialized ``MessageIdData`` (Pulsar's WebSocket API
 and REST produce both do), the bytes the official clients' ``MessageId.serialize()``

@@ -20,11 +20,14 @@ their own protocol's errors through one table each (the binary adapter into Puls
     ├── ProducerBusy                  producer name in use,     -> ProducerBusy
     │                                 or an exclusive producer
     ├── ProducerFenced                exclusive access refused  -> ProducerFenced
+    ├── TopicTerminated               topic terminated: no more -> TopicTerminatedError
+    │                                 publishing                   (HTTP 412)
     ├── IncompatibleSchema            schema change refused     -> IncompatibleSchema
     ├── ConsumerNotFound              unknown consumer id       -> ConsumerNotFound
     ├── ProducerNotFound              unknown producer id       -> NotAllowedError
     ├── SubscriptionNotFound                                    -> SubscriptionNotFound
     ├── TopicNotFound                                           -> TopicNotFound
+    ├── MessageNotFound               no such message           (admin HTTP 404)
     ├── MessageTooLarge                                         -> NotAllowedError
     ├── EncryptionRequired            encryptionRequired policy -> MetadataError (HTTP 412)
     ├── ProducerBlockedQuotaExceeded  backlog over a quota that (admin and REST HTTP 503)

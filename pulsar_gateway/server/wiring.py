@@ -1,9 +1,9 @@
 """The composition root of the core: builds every service with the collaborators it uses,
 starts the background work and stops it again.
 
-This is the one place that knows every part (STYLE.md 16). Build order follows the layers:
-storage, policies and auth, topics and tenants, fleet meters, producing, consuming, fleet
-reports and metrics, admin. Nothing built here is handed a reference to this module or to
+This is the one place that knows every part (docs/architecture.md "Layers"). Build order follows
+the layers: storage, policies and auth, topics and tenants, fleet meters, producing, consuming,
+fleet reports and metrics, admin. Nothing built here is handed a reference to this module or to
 the whole set of services; back-references are callbacks given at construction.
 
 Start-up: scripts loaded, notifications listening, standalone tenants created, policies

@@ -39,7 +39,6 @@ __all__ = [
     "Offsets",
     "Position",
     "decode_id_array",
-    "position_after",
     "position_before",
 ]
 
@@ -130,13 +129,6 @@ def position_before(message_id: MessageId) -> Position:
     if message_id.ledger_id > 0:
         return Position(message_id.ledger_id - 1, _MAX_SEQ)
     return BEGINNING
-
-
-def position_after(message_id: MessageId) -> Position:
-    """The position from which reading excludes ``message_id`` (an exclusive start)."""
-    if message_id.ledger_id < 0:
-        return BEGINNING
-    return Position(message_id.ledger_id, message_id.entry_id, message_id.batch_index)
 
 
 def decode_id_array(value: object, where: str) -> MessageId:

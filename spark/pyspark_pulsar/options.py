@@ -6,11 +6,11 @@ table. As there, keys are case-insensitive (Spark hands a case-insensitive map) 
 this source does not know fails the query at ``load()``/``save()`` with a message naming it,
 rather than being silently ignored.
 
-Two options are this connector's own, because it reads Redis directly (DESIGN.md "Spark reads
-Redis directly from its executors"): ``redis.url`` and ``redis.keyPrefix``. By default the
-driver asks the gateway where its Redis is (``GET {admin.url}/admin/v2/brokers/
-internal-configuration``, Pulsar's way of telling tools where the storage is) and every
-executor connects there.
+Two options are this connector's own, because it reads Redis directly (docs/architecture.md
+"Design decisions": Spark reads Redis directly from its executors): ``redis.url`` and
+``redis.keyPrefix``. By default the driver asks the gateway where its Redis is
+(``GET {admin.url}/admin/v2/brokers/internal-configuration``, Pulsar's way of telling tools
+where the storage is) and every executor connects there.
 """
 
 from __future__ import annotations

@@ -1,35 +1,35 @@
 """A small blocking Pulsar producer for Spark executors.
 
-Why not the official ``pulsar-client``: a Spark task needs very little of it (one
-connection, one or a few producers, batches it has already built) but needs two things it
-does not give. First, exact control of sequence ids and batch boundaries: the writer numbers
-rows itself so that a retried task attempt, producing under the same producer name, is
-deduplicated by the gateway (Pulsar's ``MessageDeduplication``: a SEND whose sequence id is
-not above the producer's stored high-water mark is answered with a receipt for message id
-``(-1, -1)`` and not stored). Second, a plain error when the gateway refuses something: the
-C++ client retries a refused CONNECT until its operation timeout and then reports
-``Timeout`` (protocol brief 2.2, G17), where a task should fail at once with
-"AuthenticationError". So this module speaks the binary protocol directly, on one blocking
-socket, with the gateway's own sans-I/O codec (``pulsar_gateway.adapters.pulsar_binary.codec``)
-doing all framing, checksums and batch layout.
+Why not the official ``pulsar-client``: a Spark task needs very little of it (one connection,
+one or a few producers, batches it has already built) but needs two things it does not give.
+First, exact control of sequence ids and batch boundaries: the writer numbers rows itself so
+that a retried task attempt, producing under the same producer name, is deduplicated by the
+gateway (Pulsar's ``MessageDeduplication``: a SEND whose sequence id is not above the producer's
+stored high-water mark is answered with a receipt for message id ``(-1, -1)`` and not stored).
+Second, a plain error when the gateway refuses something: the C++ client retries a refused
+CONNECT until its operation timeout and then reports ``Timeout`` (docs/binary_protocol.md
+"Handshake and authentication"), where a task should fail at once with "AuthenticationError". So
+this module speaks the binary protocol directly, on one blocking socket, with the gateway's own
+sans-I/O codec (``pulsar_gateway.adapters.pulsar_binary.codec``) doing all framing, checksums
+and batch layout.
 
-What is spoken, by section of the protocol brief the gateway's binary adapter cites
-(``pulsar-binary-protocol.md``):
+What is spoken (the client behaviours it mirrors are in docs/binary_protocol.md, "What the
+official client expects of a server"):
 
-* 2.1 CONNECT / CONNECTED, protocol version 20, token auth in ``auth_method_name`` and
-  ``auth_data`` (2.2). An ERROR before CONNECTED is the gateway's refusal.
-* 3.1 PARTITIONED_METADATA, answered by its own RESPONSE type (failures too, 3.6); GET_SCHEMA
+* CONNECT / CONNECTED, protocol version 20, token auth in ``auth_method_name`` and
+  ``auth_data``. An ERROR before CONNECTED is the gateway's refusal.
+* PARTITIONED_METADATA, answered by its own RESPONSE type (failures too); GET_SCHEMA
   likewise, to name the topic's schema when a producer is refused with IncompatibleSchema.
-* 3.2 PRODUCER / PRODUCER_SUCCESS with ``user_provided_producer_name``; ProducerBusy is
-  retried with backoff (6.2) because a dead previous attempt may hold the name until the
+* PRODUCER / PRODUCER_SUCCESS with ``user_provided_producer_name``; ProducerBusy is
+  retried with backoff because a dead previous attempt may hold the name until the
   gateway notices. SEND / SEND_RECEIPT / SEND_ERROR, pipelined: receipts come back in send
-  order per producer (3.2), so the unacknowledged SENDs are a FIFO queue. CLOSE_PRODUCER
+  order per producer, so the unacknowledged SENDs are a FIFO queue. CLOSE_PRODUCER
   answered by SUCCESS.
-* 2.3 PING is answered with PONG whenever frames are read. There is no keep-alive thread:
+* PING is answered with PONG whenever frames are read. There is no keep-alive thread:
   the gateway counts every received frame as liveness, so a producer that sends at least
   once per keep-alive interval (30 s by default) stays connected; one idle for two
   intervals is dropped, and its next call raises ConnectionError.
-* 4.1-4.4 every ``send_batch`` is one batch entry (``num_messages_in_batch`` set, even for
+* every ``send_batch`` is one batch entry (``num_messages_in_batch`` set, even for
   one row, as the official client does with batching on), optionally compressed as a
   whole with the gateway's codecs (``entry_format.compress``).
 
@@ -68,12 +68,13 @@ T = pb.BaseCommand.Type
 
 #: CONNECT.client_version: names this client in the gateway's logs and stats.
 CLIENT_VERSION: Final = "pyspark-pulsar"
-#: What the official client 3.13 sends (brief 1.5); the gateway answers min(ours, its own).
+#: What the official client 3.13 sends; the gateway answers min(ours, its own), as Pulsar's
+#: ``ServerCnx.handleConnect`` does.
 PROTOCOL_VERSION: Final = 20
 DEFAULT_PORT: Final = 6650
-#: ledgerId and entryId of a duplicate's receipt: -1 as uint64 (brief 5.3).
+#: ledgerId and entryId of a duplicate's receipt: -1 as uint64 (``PersistentTopic.publishMessage``).
 _MINUS_ONE: Final = (1 << 64) - 1
-#: ProducerBusy retry delays: the client's reconnect backoff (brief 6.2), capped lower
+#: ProducerBusy retry delays: the C++ client's reconnect backoff (``lib/Backoff.cc``), capped lower
 #: because the whole wait is bounded by ``retry_busy_for`` anyway.
 _BUSY_FIRST_DELAY: Final = 0.1
 _BUSY_MAX_DELAY: Final = 2.0
@@ -121,7 +122,7 @@ class OutgoingRow:
 
 
 def _full_topic(topic: str) -> str:
-    """Expand a short name as the official client does (brief 7), so the wire and
+    """Expand a short name as the official client does (``lib/TopicName.cc``), so the wire and
     ``BatchProducer.topic`` carry the canonical name and a bad name fails before any
     request."""
     try:
@@ -197,7 +198,8 @@ class PulsarConnection:
         except BaseException:
             self._sock.close()
             raise
-        #: The gateway's limit on metadata + payload of one entry (brief 1.4).
+        #: The gateway's limit on metadata + payload of one entry (docs/binary_protocol.md
+        #: "Framing").
         self.max_message_size: int = (
             connected.max_message_size
             if connected.HasField("max_message_size")
@@ -253,7 +255,8 @@ class PulsarConnection:
         cmd.partitionMetadata.request_id = request_id
         response = self._request(cmd, request_id, "PARTITIONED_METADATA_RESPONSE")
         answer = response.partitionMetadataResponse
-        # Failures come in the response itself, not as ERROR (brief 3.6).
+        # Failures come in the response itself, not as ERROR (docs/binary_protocol.md
+        # "Requests and responses").
         if answer.response != pb.CommandPartitionedTopicMetadataResponse.Success:
             raise PulsarClientError._from_code(answer.error, answer.message)
         return int(answer.partitions)
@@ -271,7 +274,8 @@ class PulsarConnection:
         cmd.getSchema.topic = _full_topic(topic)
         cmd.getSchema.request_id = request_id
         answer = self._request(cmd, request_id, "GET_SCHEMA_RESPONSE").getSchemaResponse
-        # Failures come in the response itself; "no schema" is TopicNotFound (brief 3.6).
+        # Failures come in the response itself; "no schema" is TopicNotFound
+        # (docs/binary_protocol.md "Requests and responses").
         if answer.HasField("error_code"):
             if answer.error_code == pb.TopicNotFound:
                 return None
@@ -379,7 +383,8 @@ class PulsarConnection:
 
     def _request_id(self) -> int:
         # One counter for every request type: ids are echoed per response type anyway
-        # (brief 2.4), and unique ids keep the response table unambiguous.
+        # (docs/binary_protocol.md "Requests and responses"), and unique ids keep the response
+        # table unambiguous.
         self._next_request_id += 1
         return self._next_request_id
 
@@ -588,7 +593,8 @@ class BatchProducer:
             highest_sequence_id=highest,
         )
         # As the official client: the batch carries its first message's key at entry level
-        # (brief 4.1), which is what Key_Shared dispatch and compaction read.
+        # (docs/binary_protocol.md "Batches, compression and chunks"), which is what Key_Shared
+        # dispatch and compaction read.
         if rows[0].key is not None:
             metadata.partition_key = rows[0].key
         if self._schema_version is not None:
@@ -660,8 +666,8 @@ class BatchProducer:
 
     def _on_receipt(self, receipt: pb.CommandSendReceipt) -> None:
         if not self._in_flight or self._in_flight[0].sequence_id != receipt.sequence_id:
-            # Receipts come in send order (brief 3.2); anything else means the two sides
-            # disagree on what was sent, and nothing after it can be trusted.
+            # Receipts come in send order (``ProducerImpl::ackReceived``); anything else means
+            # the two sides disagree on what was sent, and nothing after it can be trusted.
             self._connection._fail(
                 ConnectionError(
                     f"producer {self.producer_name}: receipt for sequence id "
@@ -703,7 +709,8 @@ class BatchProducer:
 
 
 def _single_metadata(row: OutgoingRow, sequence_id: int) -> pb.SingleMessageMetadata:
-    """A row's metadata inside the batch (brief 4.2); payload_size is set by encode_batch."""
+    """A row's metadata inside the batch (``SingleMessageMetadata``); payload_size is set by
+    encode_batch."""
     metadata = pb.SingleMessageMetadata(sequence_id=sequence_id)
     if row.key is not None:
         metadata.partition_key = row.key

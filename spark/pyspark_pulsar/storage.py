@@ -1,11 +1,11 @@
 """Reading topic partitions straight from Redis, on the driver (planning) and the executors.
 
 Like Pulsar SQL, which reads ledgers from BookKeeper instead of going through brokers, the
-executors read each topic partition's Redis stream by id range (DESIGN.md "Spark reads Redis
-directly from its executors"): no second hop through a gateway, and a range fixed on the
-driver reads the same entries however often Spark replays it. Key names come from the
-gateway's own key schema (``pulsar_gateway.core.storage.keys``) and entries are decoded by
-the gateway's own stored-entry code, never re-derived here.
+executors read each topic partition's Redis stream by id range (docs/architecture.md "Design
+decisions": Spark reads Redis directly from its executors): no second hop through a gateway, and
+a range fixed on the driver reads the same entries however often Spark replays it. Key names
+come from the gateway's own key schema (``pulsar_gateway.core.storage.keys``) and entries are
+decoded by the gateway's own stored-entry code, never re-derived here.
 
 The reader holds no subscription: nothing is left behind when a query stops (the reference
 connector's durable per-query subscriptions are its users' "leftover subscriptions and

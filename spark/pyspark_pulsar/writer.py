@@ -2,7 +2,8 @@
 
 Rows go through a gateway's binary protocol (:mod:`.producer`), so the gateway's own
 publish path applies to them: ids, schema checks, deduplication, access modes, consumers
-woken at once (DESIGN.md "Writes go through the same publish script as a producer"). Rows of
+woken at once (docs/architecture.md "Design decisions": writes go through the same publish
+script as a producer). Rows of
 one task are packed as batch entries (``pulsar.producer.batchingMaxMessages``, 1000 by
 default), which is what makes writing fast.
 

@@ -1,5 +1,5 @@
-"""Chaos under load (issue 16, part 6): an official-client workload on a fleet of three
-gateways and one Redis while processes are SIGKILLed and restarted.
+"""Chaos under load (docs/reliability.md "Chaos under load"): an official-client workload on a
+fleet of three gateways and one Redis while processes are SIGKILLed and restarted.
 
 * :mod:`tests.chaos.processes`: a ``redis-server`` with an AOF fsynced at every write, and
   gateway processes that restart on the same ports.

@@ -1,4 +1,4 @@
-"""Structure-aware fuzzing of a live gateway (issue 16, part 5).
+"""Structure-aware fuzzing of a live gateway (docs/reliability.md "Protocol fuzzing").
 
 * :mod:`tests.fuzz.hostile`: hostile values for every protobuf field type, whole messages
   filled from PulsarApi.proto's descriptors, raw protobuf bytes no encoder would write, and

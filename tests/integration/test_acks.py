@@ -1,4 +1,5 @@
-"""Acknowledgement modes through the gateway (protocol brief 3.3, ACK / ACK_RESPONSE).
+"""Acknowledgement modes through the gateway (ACK / ACK_RESPONSE; docs/binary_protocol.md
+"Acknowledgement").
 
 Cumulative ack on Exclusive and Failover, its refusal on Shared and Key_Shared, batch-index
 ack (``batch_index_ack_enabled``: a partly acked batch comes back with ``MESSAGE.ack_set``
@@ -393,7 +394,8 @@ def test_python_client_double_ack_and_ack_of_previous_delivery(
     assert_nothing_more(consumer)
 
 
-# The client's max_message_size comes from CONNECTED and is process-global (brief G18), so
+# The client's max_message_size comes from CONNECTED and is process-global (static
+# ``ClientConnection::maxMessageSize_`` in the C++ client), so
 # chunking runs in its own process against a gateway announcing a small limit.
 _CHUNKED = """
 import sys, pulsar
@@ -422,6 +424,6 @@ def test_chunked_message_ack_acks_every_chunk(
         timeout=3 * TIMEOUT,
         check=True,
     ).stdout
-    assert ";" in out  # a chunked id: "(first chunk);(last chunk)" (brief 5.2)
+    assert ";" in out  # a chunked id: "(first chunk);(last chunk)"
     assert redis_clean.xlen(stream_key(topic)) >= 3  # one entry per chunk
     assert pending_count(redis_clean, topic, "chunks") == 0

@@ -91,7 +91,8 @@ def test_bad_or_missing_token_is_refused(
     redis_clean: redis.Redis,
 ) -> None:
     # The C++ client treats ERROR before CONNECTED as a disconnect and retries until the
-    # operation timeout (protocol brief 2.2): it cannot tell the user why.
+    # operation timeout (docs/binary_protocol.md "Handshake and authentication"): it cannot
+    # tell the user why.
     forged = pulsar.AuthenticationToken(token(SUPERUSER, key=b"not-the-secret-0123456789abcdef!"))
     expired = pulsar.AuthenticationToken(token(SUPERUSER, exp=1))
     for auth in (forged, expired, None):

@@ -390,7 +390,8 @@ def test_command_type_unknown_to_this_proto(conn: RawConnection, live: LivePair)
 def test_official_client_create_producer_on_invalid_topic(
     gateway: GatewayThread, client_factory: Callable[..., Any], live: LivePair, topic: str
 ) -> None:
-    # InvalidTopicName is retried by the client until the operation timeout (gotcha G23),
+    # InvalidTopicName is retried by the client until the operation timeout (not in
+    # ``isResultRetryable``'s fatal list, lib/ResultUtils.h in apache/pulsar-client-cpp),
     # so the dedicated client has a short one.
     client = client_factory(gateway.url, operation_timeout_seconds=3)
     start = time.monotonic()
@@ -417,7 +418,7 @@ def test_official_client_on_a_name_only_the_gateway_refuses(
 ) -> None:
     # The C++ client validates names itself, so the names above never reach the gateway.
     # A NUL character passes the client's checks: the gateway answers PARTITIONED_METADATA
-    # with InvalidTopicName, which the client retries until its operation timeout (G23).
+    # with InvalidTopicName, which the client retries until its operation timeout.
     client = client_factory(gateway.url, operation_timeout_seconds=3)
     start = time.monotonic()
     with pytest.raises(pulsar.PulsarException):

@@ -1,10 +1,10 @@
-"""Chaos under load, the suite's short run (issue 16, part 6): the official-client workload
-of ``tests/chaos`` (Shared, Key_Shared, Failover and delayed messages, every producer a
-dedup producer) on three gateway processes and a ``redis-server`` with ``appendfsync
-always``, while gateways are SIGKILLed and restarted at random and Redis is SIGKILLed and
-restarted twice. Nothing acknowledged may be lost, nothing stored twice, no acknowledged
-message redelivered unless a failure had it in flight, no delayed message early, and no
-Key_Shared key nor Failover topic out of order (``tests/chaos/verdict.py``).
+"""Chaos under load, the suite's short run (docs/reliability.md "Chaos under load"): the
+official-client workload of ``tests/chaos`` (Shared, Key_Shared, Failover and delayed messages,
+every producer a dedup producer) on three gateway processes and a ``redis-server`` with
+``appendfsync always``, while gateways are SIGKILLed and restarted at random and Redis is
+SIGKILLed and restarted twice. Nothing acknowledged may be lost, nothing stored twice, no
+acknowledged message redelivered unless a failure had it in flight, no delayed message early,
+and no Key_Shared key nor Failover topic out of order (``tests/chaos/verdict.py``).
 
 ``PGW_CHAOS_SECONDS`` (default 30) and ``PGW_CHAOS_SEED`` (default 1) size it; the long
 mode is ``python -m tests.chaos`` (docs/reliability.md).

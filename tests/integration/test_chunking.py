@@ -1,4 +1,4 @@
-"""Chunked messages (issue 3, point 6.4): a producer with ``chunking_enabled`` splits a
+"""Chunked messages (docs/producers.md "Chunking"): a producer with ``chunking_enabled`` splits a
 payload larger than the gateway's ``max_message_size`` into chunks, one stream entry each;
 consumers get the whole message back, and one acknowledgement acks every chunk.
 """
@@ -75,7 +75,7 @@ def test_chunked_message_across_gateways_and_its_id(gateway_factory, client_fact
     msg_id = producer.send(data)
     msg = consumer.receive(timeout_millis=RECEIVE_MS)
     assert msg.data() == data
-    # A chunked id prints as "(first chunk);(last chunk)" (protocol brief 5.2).
+    # A chunked id prints as "(first chunk);(last chunk)" (lib/ChunkMessageIdImpl.h).
     assert str(msg.message_id()) == str(msg_id)
     assert ";" in str(msg_id)
 

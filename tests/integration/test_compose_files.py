@@ -1,4 +1,4 @@
-"""The cheap checks of compose/, which need no Docker engine (issue 14, item 4): the Compose
+"""The cheap checks of compose/, which need no Docker engine (docs/fleet.md): the Compose
 file is valid for both profiles, and HAProxy accepts its configuration. ``./dev test``
 installs the tools first (``compose/stack tools``), so these run everywhere the suite runs;
 the fleet itself is brought up by its own test."""

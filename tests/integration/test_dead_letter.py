@@ -1,4 +1,5 @@
-"""Dead-letter topics with the official client (protocol brief section 8, gotcha G10).
+"""Dead-letter topics with the official client (docs/binary_protocol.md "Consuming,
+acknowledging, seeking").
 
 The dead-letter logic is entirely client-side and only for Shared and Key_Shared: the
 server's part is a correct ``MESSAGE.redelivery_count`` (counting every delivery that ended
@@ -153,8 +154,8 @@ def test_consumers_that_die_or_close_count_deliveries(
 def test_exclusive_with_dlq_policy_never_dead_letters(
     client: Any, redis_clean: Any, topic: str
 ) -> None:
-    """Pulsar counts no redeliveries on Exclusive (brief G10): counts stay 0 and the client
-    never republishes, however often the message is nacked."""
+    """Pulsar counts no redeliveries on Exclusive (``RedeliveryTrackerDisabled``): counts stay 0
+    and the client never republishes, however often the message is nacked."""
     dlq = f"{topic}-dead"
     consumer = dlq_consumer(client, topic, Exclusive, dlq_topic=dlq)
     send(client, topic, b"again")

@@ -1,4 +1,4 @@
-"""Message deduplication (issue 3, point 6.3): a SEND whose sequence id its producer
+"""Message deduplication (docs/producers.md "Deduplication"): a SEND whose sequence id its producer
 already stored is acknowledged and not stored again, across reconnects, gateways and
 gateway restarts; PRODUCER_SUCCESS carries the producer's last stored sequence id.
 

@@ -1,7 +1,7 @@
-"""Delayed delivery survives crashes (issue 4, point 2): killing gateways (SIGKILL) and
-restarting Redis with AOF at any moment loses no scheduled message and delivers no
-acknowledged message again, with 100,000 scheduled messages outstanding; and no message is
-ever delivered before its time.
+"""Delayed delivery survives crashes (docs/delayed_delivery.md "Durability"): killing gateways
+(SIGKILL) and restarting Redis with AOF at any moment loses no scheduled message and delivers no
+acknowledged message again, with 100,000 scheduled messages outstanding; and no message is ever
+delivered before its time.
 
 Both tests schedule ``COUNT`` messages on one topic (batching off: the client forces it for
 delayed messages), each with a unique index as its payload and a deliver-at time spread over

@@ -1,4 +1,5 @@
-"""Two or more gateways on one Redis behave as one broker (issue 2, point 9)."""
+"""Two or more gateways on one Redis behave as one broker (docs/operations.md, "Running
+several gateways (a fleet)")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A gateway killed with SIGKILL while its consumer holds unacked messages: the fleet
-hands them over (protocol brief 3.3 CLOSE_CONSUMER: unacked messages return to the
-subscription).
+hands them over (as after a CLOSE_CONSUMER, Pulsar's ``Consumer.close``: unacked messages
+return to the subscription).
 
 Nobody releases a killed gateway's consumers: their leases expire (``--consumer-lease-seconds``)
 and a surviving gateway's reaper (every half lease) returns their pending entries for

@@ -1,6 +1,7 @@
-"""A bounded fuzzing campaign in the suite (issue 16, part 5): binary-protocol sessions,
-WebSocket sessions and admin reads with hostile values against a real ``pulsar-gateway``
-process, while an official-client producer and consumer pair round-trips on it.
+"""A bounded fuzzing campaign in the suite (docs/reliability.md "Protocol fuzzing"):
+binary-protocol sessions, WebSocket sessions and admin reads with hostile values against a real
+``pulsar-gateway`` process, while an official-client producer and consumer pair round-trips on
+it.
 
 ``PGW_FUZZ_INPUTS`` (default 10,000) and ``PGW_FUZZ_SEED`` (default 1: the suite replays
 the same sessions, so it fails on a change, not on luck; other seeds explore further) size

@@ -1,4 +1,5 @@
-"""Producer names and access modes across a fleet (issue 3, point 6: 1 and 2).
+"""Producer names and access modes across a fleet (docs/producers.md "Producer names" and
+"Access modes (PIP-68)").
 
 Real gateways on one real Redis, driven by the official client (pulsar-client 3.13, sync
 and asyncio APIs) and, where the frames themselves matter (producer_ready, topic_epoch),

@@ -82,7 +82,7 @@ def test_redeliver_named_ids_counts_a_redelivery(gateway, client):
 
 
 def test_cumulative_ack_of_entry_before(gateway, client, redis_clean: redis.Redis):
-    """(L, -1) means "everything before (L, 0)" (protocol brief 5.3)."""
+    """(L, -1) means "everything before (L, 0)" (docs/binary_protocol.md "Message ids")."""
     _publish(client, 3)
     with RawConnection(gateway) as conn:
         _consumer(conn, sub_type=0)

@@ -1,4 +1,5 @@
-"""Readers, GET_LAST_MESSAGE_ID and SEEK through the gateway (protocol brief 3.3, 5.3).
+"""Readers, GET_LAST_MESSAGE_ID and SEEK through the gateway (docs/binary_protocol.md
+"Consuming, acknowledging, seeking" and "Message ids").
 
 Readers are non-durable Exclusive subscriptions positioned by SUBSCRIBE.start_message_id;
 ``has_message_available`` is answered from GET_LAST_MESSAGE_ID (last entry and the
@@ -172,7 +173,7 @@ def test_reader_on_empty_topic(client: Any, topic: str) -> None:
 def test_reader_from_latest(client: Any, topic: str) -> None:
     produce(client, topic, 3)
     reader = client.create_reader(topic, LATEST)
-    assert not reader.has_message_available()  # needs the mark-delete position (brief G12)
+    assert not reader.has_message_available()  # needs the mark-delete position
     assert_nothing_read(reader)
     produce(client, topic, 2, prefix="n")
     assert reader.has_message_available()
@@ -352,7 +353,7 @@ def test_reader_seek_by_message_id(client: Any, topic: str, inclusive: bool) -> 
 def test_reader_seek_by_time_continues_from_there(
     client: Any, redis_clean: Any, topic: str
 ) -> None:
-    """A reader re-subscribes after a seek by time without start_message_id (brief G14):
+    """A reader re-subscribes after a seek by time without start_message_id:
     the gateway keeps the non-durable cursor it just positioned."""
     ids, k, at = produce_across_a_millisecond(client, redis_clean, topic)
     reader = client.create_reader(topic, EARLIEST)
@@ -473,9 +474,10 @@ def _raw_subscribe(conn: RawConnection, topic: str) -> None:
 def test_raw_seek_sequence_and_exact_position(
     gateway: Any, client: Any, redis_clean: Any, topic: str, by: str
 ) -> None:
-    """SEEK: CLOSE_CONSUMER to the consumer, then SUCCESS (Java's order, brief 3.3); after
-    re-subscribing, the first MESSAGE is exactly the seek position (by id: that entry,
-    inclusive; by time: the first entry published at or after it), with nothing before it."""
+    """SEEK: CLOSE_CONSUMER to the consumer, then SUCCESS (Java's order,
+    ``ServerCnx.handleSeek``); after re-subscribing, the first MESSAGE is exactly the seek
+    position (by id: that entry, inclusive; by time: the first entry published at or after
+    it), with nothing before it."""
     ids, k, at = produce_across_a_millisecond(client, redis_clean, topic)
     with RawConnection(gateway) as conn:
         conn.handshake()

@@ -1,4 +1,4 @@
-"""Schemas (issue 3, point 6.6): a registry per topic in Redis, versions on the wire as
+"""Schemas (docs/producers.md "Schemas"): a registry per topic in Redis, versions on the wire as
 8-byte big-endian int64, GET_SCHEMA and GET_OR_CREATE_SCHEMA, typed records through the
 official client's JsonSchema and AvroSchema.
 """
@@ -53,7 +53,7 @@ ReadingV2.__name__ = ReadingBroken.__name__ = "Reading"
 def version(raw: bytes | str) -> int:
     if isinstance(raw, str):  # Message.schema_version() returns the bytes as a str
         raw = raw.encode("latin-1")
-    assert len(raw) == 8  # protocol brief G19
+    assert len(raw) == 8  # the C++ client reads exactly 8 bytes (lib/Int64SerDes.h)
     return int(struct.unpack(">q", raw)[0])
 
 
@@ -179,7 +179,7 @@ def test_get_schema_latest_by_version_and_missing(gateway, topic):
     with RawConnection(gateway) as conn:
         conn.handshake()
         none = get_schema(conn, topic)
-        assert none.error_code == pb.TopicNotFound  # "no schema" (protocol brief 3.4)
+        assert none.error_code == pb.TopicNotFound  # "no schema", as the client expects
         get_or_create(conn, topic, pb.Schema.Json, avro_definition(Reading))
         get_or_create(conn, topic, pb.Schema.Json, avro_definition(ReadingV2))
         latest = get_schema(conn, topic)

@@ -9,7 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from pulsar_gateway.core.errors import ConsumerBusy, StorageError
-from pulsar_gateway.core.model.entry import entry_fields
+from pulsar_gateway.core.model.entry import BLOB, DELIVER_AT, KEY_HASH, NUM_MESSAGES
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.storage import lane as lane_module
 from pulsar_gateway.core.storage.keys import KeySchema
@@ -75,7 +75,9 @@ def dispatch(
 
 
 async def append(storage: Lane, count: int, batch: int = 1) -> list[bytes]:
-    fields = entry_fields(b"blob", batch)
+    fields: list[bytes | int] = [BLOB, b"blob"]
+    if batch > 1:
+        fields += [NUM_MESSAGES, batch]
     return list(
         await asyncio.gather(
             *(storage.call("XADD", KEYS.stream, "*", *fields) for _ in range(count))
@@ -207,7 +209,7 @@ async def test_key_shared_newcomer_never_overtakes_entries_waiting_for_the_old_o
         )  # fmt: skip
 
     async def append_keyed(count: int) -> list[bytes]:
-        fields = entry_fields(b"blob", key_hash=100)
+        fields = [BLOB, b"blob", KEY_HASH, 100]
         return [await storage.call("XADD", KEYS.stream, "*", *fields) for _ in range(count)]
 
     await join("g-1")
@@ -392,7 +394,7 @@ def dispatch_native(
 
 
 async def append_delayed(storage: Lane, count: int, deliver_at: int) -> list[bytes]:
-    fields = entry_fields(b"later", deliver_at=deliver_at)
+    fields = [BLOB, b"later", DELIVER_AT, deliver_at]
     return list(
         await asyncio.gather(
             *(storage.call("XADD", KEYS.stream, "*", *fields) for _ in range(count))

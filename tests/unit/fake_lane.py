@@ -4,7 +4,7 @@
 ``call``, ``eval``, ``notify``, ``flush_now``, ``ping``). It records every request in
 ``calls``, answers scripts and commands from handlers the test registers, and resolves each
 future on the next loop iteration, as the real lane does when the tick's pipeline is
-answered. A script's raw reply goes through the typed call's ``decode`` exactly as in
+answered. A script's or command's raw reply goes through the typed call's ``decode`` as in
 :func:`pulsar_gateway.core.storage.lane._resolve`, so a test's raw replies, written in the
 shapes the ``.lua`` headers document, exercise the decoding too.
 
@@ -125,13 +125,14 @@ class FakeLane:
 
     # -- the Lane interface ----------------------------------------------------------
 
-    def call(self, *args: Any) -> asyncio.Future[Any]:
-        """Queue one Redis command; the future resolves with its raw reply."""
+    def call(self, *args: Any, decode: Callable[[Any], Any] | None = None) -> asyncio.Future[Any]:
+        """Queue one Redis command; the future resolves with ``decode(raw reply)``, or the
+        raw reply without ``decode`` (the typed commands of ``core/storage``)."""
         name, rest = str(args[0]).upper(), list(args[1:])
         _check_args(name, rest)
         self.calls.append(Call("call", name, (), tuple(rest)))
         handler = self._commands.get(name)
-        return self._answer(name, None if handler is None else lambda: handler(rest), None)
+        return self._answer(name, None if handler is None else lambda: handler(rest), decode)
 
     def eval(
         self,

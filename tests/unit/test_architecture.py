@@ -8,7 +8,10 @@
 * an adapter imports from the core only ``pulsar_gateway.core`` itself, and only names it
   exports (its ``__all__``): never a core module, a lane, a key or a script;
 * no module imports a private name (``_x``) of another module;
-* no folder holds more than 15 modules.
+* no folder holds more than 15 modules;
+* no module of the core outside ``core/storage`` spells a Redis command: plain commands are
+  typed functions of ``core/storage`` (``registry``, ``policy_store``, ``topic_store``,
+  ``fleet_store``), as the scripts are typed calls of ``core/storage/scripts``.
 """
 
 from __future__ import annotations
@@ -221,8 +224,8 @@ def test_adapters_use_only_the_core_public_api() -> None:
 
 
 #: What the Spark data source may take from the gateway besides the core's public API:
-#: the key schema and stored-entry format it reads Redis with (DESIGN.md "One module owns the
-#: key schema and one the stored-entry format, and the Spark reader imports both"), the
+#: the key schema and stored-entry format it reads Redis with (docs/architecture.md "Design
+#: decisions": one module owns the key schema and one the stored-entry format), the
 #: single-message codec, the binary protocol's codec and the Java client's key routing; and
 #: the scripts' sources, so a read by time finds its position with the gateway's own
 #: ``position_at_time.lua`` rather than a second copy of the ledger search.
@@ -285,3 +288,37 @@ def test_no_private_names_imported_across_modules() -> None:
 def test_folders_stay_small(folder: Path) -> None:
     modules = [p for p in folder.glob("*.py") if p.name != "__init__.py" and "_pb2" not in p.name]
     assert len(modules) <= MAX_MODULES_PER_FOLDER, [p.name for p in modules]
+
+
+CORE = PACKAGE / "core"
+STORAGE = CORE / "storage"
+
+
+def _redis_commands(path: Path) -> Iterator[str]:
+    """Every ``x.call("COMMAND", ...)`` of a module: a call of a method named ``call`` whose
+    first argument is a string literal."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "call"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield f"{path.relative_to(ROOT)}:{node.lineno} {node.args[0].value}"
+
+
+def test_the_command_check_sees_commands() -> None:
+    # a guard against a check that finds nothing: the storage modules do spell commands
+    assert any(_redis_commands(STORAGE / "registry.py"))
+
+
+def test_no_redis_command_is_spelled_in_the_core_outside_storage() -> None:
+    wrong = [
+        found
+        for path in sorted(CORE.rglob("*.py"))
+        if not path.is_relative_to(STORAGE)
+        for found in _redis_commands(path)
+    ]
+    assert wrong == []

@@ -136,7 +136,8 @@ BROKER_ENTRY_SECTION = (
     + bytes.fromhex("08 05 10 06")  # broker_timestamp=5, index=6
 )
 
-# The captured three-message batch of the protocol brief, section 4.3.
+# The three-message batch captured from the official client (docs/binary_protocol.md
+# "Batches, compression and chunks").
 GOLDEN_BATCH = b"".join(
     u32(4)  # SingleMessageMetadata size
     + bytes.fromhex("18 02")  # field 3 (payload_size): 2

@@ -3,7 +3,7 @@
 Covers the state table (``ACCEPTS``), the handshake, PING/PONG, the keep-alive verdict,
 malformed input, unsupported commands, and the encoding of every outbound ``send_*`` frame
 (each must decode to its type with every proto2 required field present: a frame missing one
-makes the official client drop the connection, protocol brief 1.6).
+makes the official client drop the connection: docs/binary_protocol.md "Framing").
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from tests.frames import command
 T = pb.BaseCommand.Type
 U64_MINUS_ONE = 2**64 - 1
 
-#: Types the official client accepts after CONNECTED (protocol brief 3.7); any other type
+#: Types the official client accepts after CONNECTED (``ClientConnection::handleIncomingCommand``
+#: in apache/pulsar-client-cpp; docs/binary_protocol.md "Requests and responses"); any other type
 #: sent by the server makes it drop the connection.
 CLIENT_ACCEPTS = frozenset(
     {
@@ -665,7 +666,7 @@ def _check_connected(r: Any) -> None:
 def _check_pmr_ok(r: Any) -> None:
     assert r.request_id == 3
     assert r.HasField("partitions") and r.partitions == 0
-    assert r.HasField("response"), "response must be explicit even for Success (G2)"
+    assert r.HasField("response"), "response must be explicit even for Success"
     assert r.response == pb.CommandPartitionedTopicMetadataResponse.Success
 
 
@@ -1013,7 +1014,7 @@ def test_outbound_frame(connected: ServerConnection, name: str) -> None:
     if cmd.type not in (T.CONNECTED, T.GET_OR_CREATE_SCHEMA_RESPONSE, T.REACHED_END_OF_TOPIC):
         assert cmd.type in CLIENT_ACCEPTS, "the official client would drop the connection"
     check(sub_message(cmd))
-    # Exactly one sub-message besides `type` (protocol brief 1.3).
+    # Exactly one sub-message besides `type` (docs/binary_protocol.md "Framing").
     own = cmd.DESCRIPTOR.fields_by_number[cmd.type].name
     assert [f.name for f, _ in cmd.ListFields()] == ["type", own]
     # Sending does not change the connection's state.

@@ -160,7 +160,8 @@ def test_admin_roles_of_tenant_info() -> None:
 
 
 def test_permissions_hash() -> None:
-    raw = [b"app", b'["produce"]', b"bad", b"nope", b"other", b'["consume", "produce"]']
+    # as policy_store.stored_values decodes the HGETALL reply: role -> stored JSON
+    raw = {"app": b'["produce"]', "bad": b"nope", "other": b'["consume", "produce"]'}
     assert _permissions(raw) == {
         "app": frozenset({"produce"}),
         "other": frozenset({"consume", "produce"}),

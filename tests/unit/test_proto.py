@@ -78,7 +78,8 @@ def test_field_numbers(message: Any, name: str, number: int) -> None:
 
 
 def test_required_fields_and_defaults() -> None:
-    # proto2 presence matters on the wire (brief 1.6): required stays required.
+    # proto2 presence matters on the wire (docs/binary_protocol.md "Framing"): required stays
+    # required.
     assert field(pb.MessageIdData, "ledgerId").is_required
     assert field(pb.MessageIdData, "entryId").is_required
     assert field(pb.MessageMetadata, "publish_time").is_required
@@ -104,7 +105,7 @@ def test_base_command_type_enum_is_complete() -> None:
 
 
 def test_sub_message_field_number_equals_type_value() -> None:
-    # Brief 1.3: for every command the field number equals the Type value.
+    # For every command the field number equals the Type value (Pulsar's PulsarApi.proto).
     names = {
         "CONNECT": "connect",
         "PARTITIONED_METADATA": "partitionMetadata",

@@ -21,7 +21,6 @@ from pyspark_pulsar.offsets import (
     Offsets,
     Position,
     decode_id_array,
-    position_after,
     position_before,
 )
 from pyspark_pulsar.options import (
@@ -391,13 +390,8 @@ def test_position_before_is_an_inclusive_start() -> None:
     assert position_before(MessageId(-1, -1)) == BEGINNING
     for message_id in (MessageId(5, 6), MessageId(5, 6, batch_index=3), MessageId(5, 0)):
         start = position_before(message_id)
-        assert start.precedes(position_after(message_id))
-
-
-def test_position_after_is_an_exclusive_start() -> None:
-    assert position_after(MessageId(5, 6)) == Position(5, 6)
-    assert position_after(MessageId(5, 6, 1, 3)) == Position(5, 6, 3)
-    assert position_after(MessageId(-1, -1)) == BEGINNING
+        through = Position(message_id.ledger_id, message_id.entry_id, message_id.batch_index)
+        assert start.precedes(through)
 
 
 def test_decode_id_array_of_the_reference_encodings() -> None:

@@ -9,7 +9,7 @@ Every call either returns one complete :class:`Frame`, returns ``None``, or
 raises a :class:`CodecError`. Outbound frames are built by pure ``encode_*``
 functions that return ``bytes`` ready to write.
 
-Wire layouts (protocol brief section 1; all integers are big-endian uint32)::
+Wire layouts (docs/binary_protocol.md "Framing"; all integers are big-endian uint32)::
 
     simple frame   totalSize cmdSize BaseCommand
     payload frame  totalSize cmdSize BaseCommand
@@ -85,11 +85,13 @@ __all__ = [
     "send_receipt_pieces",
 ]
 
-#: Marks a CRC32C field in a payload frame (brief 1.2).
+#: Marks a CRC32C field in a payload frame (Commands.java ``magicCrc32c``).
 MAGIC_CRC32C: Final = 0x0E01
-#: Marks a broker-entry-metadata section in a MESSAGE frame (brief 1.2).
+#: Marks a broker-entry-metadata section in a MESSAGE frame (Commands.java
+#: ``magicBrokerEntryMetadata``).
 MAGIC_BROKER_ENTRY_METADATA: Final = 0x0E02
-#: Pulsar's default maxMessageSize (brief 1.4); announced in CONNECTED.
+#: Pulsar's default maxMessageSize (``ServiceConfiguration.maxMessageSize``); announced in
+#: CONNECTED.
 DEFAULT_MAX_MESSAGE_SIZE: Final = 5 * 1024 * 1024
 #: Head room for command and metadata on top of max_message_size; the Java
 #: broker's frame decoder uses the same padding (Commands.MESSAGE_SIZE_FRAME_PADDING).
@@ -148,7 +150,7 @@ class MalformedFrame(CodecError):
 
     Covers bad sizes, truncated sections, protobuf that does not parse,
     missing proto2 ``required`` fields (the C++ client rejects those too,
-    brief 1.6), a payload section on a command that cannot carry one, and a
+    docs/binary_protocol.md "Framing"), a payload section on a command that cannot carry one, and a
     SEND or MESSAGE without one (the Java broker fails those as well).
     """
 
@@ -310,7 +312,8 @@ def proto_text(value: str | bytes) -> str:
 def _parse_proto(message: _M, data: bytes, what: str) -> _M:
     """Parse ``data`` into ``message``; reject garbage and missing required fields.
 
-    proto2 ParseFromString does not enforce ``required`` (brief 1.6), hence
+    proto2 ParseFromString does not enforce ``required`` (docs/binary_protocol.md
+    "Framing"), hence
     the IsInitialized check. (upb would copy a memoryview into bytes before
     parsing, so callers pass bytes, or a bytearray, which it reads in place.)
     """
@@ -359,7 +362,7 @@ def _parse_blob(blob: bytes, verified: bool) -> Payload:
 
 
 def _parse_payload_section(buffer: bytearray, offset: int, end: int) -> Payload:
-    """Parse ``buffer[offset:end]``, the part of a frame after the command (brief 1.2)."""
+    """Parse ``buffer[offset:end]``, the part of a frame after the command."""
     if end - offset >= 6 and buffer[offset] == 0x0E and buffer[offset + 1] == 0x02:
         # Broker entry metadata: 2-byte magic, 4-byte size, message. Skipped:
         # the gateway keeps its own entry metadata.
@@ -607,7 +610,7 @@ def read_stored_blob(blob: bytes) -> tuple[pb.MessageMetadata, bytes]:
 
 
 def parse_batch(payload: bytes, num_messages: int) -> list[tuple[pb.SingleMessageMetadata, bytes]]:
-    """Split an uncompressed batch payload into its messages (brief 4.3).
+    """Split an uncompressed batch payload into its messages.
 
     Layout, ``num_messages`` times: 4-byte size, SingleMessageMetadata,
     ``payload_size`` bytes of message.
@@ -658,12 +661,13 @@ def parse_batch(payload: bytes, num_messages: int) -> list[tuple[pb.SingleMessag
 
 
 def encode_command(cmd: pb.BaseCommand) -> bytes:
-    """Frame a command that carries no payload (brief 1.1).
+    """Frame a command that carries no payload.
 
     Raises:
         ValueError: ``cmd`` is a SEND or MESSAGE (use encode_payload_command).
         google.protobuf.message.EncodeError: a required field is unset; such a
-            frame would make the client drop the connection (brief 1.6).
+            frame would make the client drop the connection
+            (docs/binary_protocol.md "Framing").
     """
     if cmd.type in _PAYLOAD_TYPES:
         raise ValueError(f"{_type_name(cmd.type)} needs a payload: use encode_payload_command")
@@ -672,7 +676,7 @@ def encode_command(cmd: pb.BaseCommand) -> bytes:
 
 
 def encode_payload_command(cmd: pb.BaseCommand, blob: bytes) -> bytes:
-    """Frame a SEND or MESSAGE command followed by a stored blob (brief 1.2).
+    """Frame a SEND or MESSAGE command followed by a stored blob.
 
     Raises:
         ValueError: ``cmd`` is not SEND or MESSAGE, or ``blob`` does not
@@ -713,7 +717,7 @@ def make_blob(metadata: pb.MessageMetadata | bytes, payload: bytes) -> bytes:
 
 
 def encode_batch(messages: Iterable[tuple[pb.SingleMessageMetadata, bytes]]) -> bytes:
-    """Build an uncompressed batch payload (brief 4.3); inverse of parse_batch.
+    """Build an uncompressed batch payload; inverse of parse_batch.
 
     ``payload_size`` is filled in (on a copy) when unset.
 
@@ -953,7 +957,7 @@ def encode_message(
     blob: bytes,
     ack_set: Sequence[int] = (),
 ) -> bytes:
-    """Frame a stored entry for delivery to a consumer (brief 3.3, 5.1).
+    """Frame a stored entry for delivery to a consumer (Pulsar's ``CommandMessage``).
 
     Produces exactly the bytes of ``encode_payload_command`` for
     ``BaseCommand{type=MESSAGE, message=CommandMessage{consumer_id,

@@ -151,7 +151,7 @@ class Ack(NamedTuple):
     #: (ledgerId, entryId) of each acked entry (plain tuples: this is per acked message)
     message_ids: tuple[tuple[int, int], ...]
     #: batch-index ack state by position in ``message_ids``, only where the client sent one
-    #: (bit set = index still unacked, protocol brief 3.3)
+    #: (bit set = index still unacked, Pulsar's ``MessageIdData.ack_set``)
     ack_sets: dict[int, tuple[int, ...]]
     validation_error: int | None
     request_id: int | None
@@ -422,7 +422,7 @@ _DECODERS: dict[int, Callable[[pb.BaseCommand, Frame], Command]] = {
 }
 
 
-#: BaseCommand's sub-message field number equals its Type value (protocol brief 1.3): the
+#: BaseCommand's sub-message field number equals its Type value (``PulsarApi.proto``): the
 #: field each type must carry, looked up once here rather than per command.
 _SUB_MESSAGE: dict[int, str] = {
     f.number: f.name for f in pb.BaseCommand.DESCRIPTOR.fields if f.name != "type"

@@ -71,7 +71,13 @@ Authenticate = Callable[[str, bytes], AuthenticatedRole]
 
 
 class ConnectionState(enum.Enum):
-    """Pulsar's ``ServerCnx.State`` (Start, Connected, Failed) plus Closed."""
+    """Pulsar's ``ServerCnx.State`` Start and Connected, plus Closed.
+
+    ``ServerCnx.State`` also has Failed (``authenticationFailed`` sets it, then closes the
+    channel) and Connecting (an authentication in progress). Here a refused CONNECT, like
+    every other failure, goes straight to CLOSED, which accepts nothing, and a CONNECT is
+    authenticated within the call that receives it, so neither has a member of its own.
+    """
 
     START = "start"
     CONNECTED = "connected"
@@ -191,7 +197,7 @@ class ServerConnection:
                 self._auth_method = command.auth_method_name
                 self._supports_auth_refresh = command.supports_auth_refresh
             self.client_version = command.client_version
-            # Java answers min(client, server) (protocol brief 1.5).
+            # Java answers min(client, server) (``ServerCnx.handleConnect``).
             self.protocol_version = min(command.protocol_version, PROTOCOL_VERSION)
             self.state = ConnectionState.CONNECTED
             self.send_connected()
@@ -359,7 +365,8 @@ class ServerConnection:
         r = cmd.partitionMetadataResponse
         r.request_id = request_id
         r.partitions = partitions
-        # `response` must be present even though Success is 0 (gotcha G2).
+        # `response` must be present even though Success is 0 (docs/binary_protocol.md
+        # "Requests and responses").
         r.response = pb.CommandPartitionedTopicMetadataResponse.Success
         self._command(cmd)
 
@@ -377,7 +384,7 @@ class ServerConnection:
         self, request_id: int, service_url: str, service_url_tls: str | None = None
     ) -> None:
         """Answer LOOKUP with Connect to this gateway (the client stays on one socket when
-        the URL it uses equals its own service URL; protocol brief 3.1). A ``pulsar+ssl://``
+        the URL it uses equals its own service URL: ``lib/ConnectionPool.cc``). A ``pulsar+ssl://``
         client connects to ``brokerServiceUrlTls``: the TLS listener's URL when there is
         one, else the plain one (a TLS-terminating load balancer in front)."""
         cmd = pb.BaseCommand(type=T.LOOKUP_RESPONSE)
@@ -412,7 +419,7 @@ class ServerConnection:
     ) -> None:
         """``producer_ready=False`` tells a WaitForExclusive producer it is queued; a second
         PRODUCER_SUCCESS with the same request id and ``producer_ready=True`` follows when it
-        gets the topic (protocol brief 3.2)."""
+        gets the topic (PIP-68; docs/binary_protocol.md "Sending")."""
         cmd = pb.BaseCommand(type=T.PRODUCER_SUCCESS)
         r = cmd.producer_success
         r.request_id = request_id
@@ -499,7 +506,8 @@ class ServerConnection:
         mark_delete: tuple[int, int] | None,
     ) -> None:
         """``last`` is (ledgerId, entryId, partition, batchIndex); -1 is sent as 2**64-1
-        for ledger/entry, as the client expects for an empty topic (gotcha G12)."""
+        for ledger/entry, as the client expects for an empty topic (the C++ client's
+        ``ConsumerImpl::hasMoreMessages``)."""
         cmd = pb.BaseCommand(type=T.GET_LAST_MESSAGE_ID_RESPONSE)
         r = cmd.getLastMessageIdResponse
         r.request_id = request_id
@@ -527,7 +535,8 @@ class ServerConnection:
         self._command(cmd)
 
     def send_get_schema_error(self, request_id: int, error: int, message: str) -> None:
-        """GET_SCHEMA failures go in its own response, never an ERROR frame (gotcha G7)."""
+        """GET_SCHEMA failures go in its own response, never an ERROR frame: the client does not
+        match ERROR to GET_SCHEMA (``ClientConnection::handleError``)."""
         cmd = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
         r = cmd.getSchemaResponse
         r.request_id = request_id

@@ -1,9 +1,9 @@
 """What compaction needs to know of a stored Pulsar entry, behind the core's EntryInspector.
 
 A stored entry is the producer's blob (:func:`codec.parse_blob`): ``MessageMetadata`` and a
-payload that is one message or a client batch (``num_messages_in_batch`` set, protocol
-brief 4.1), compressed as a whole with the producer's codec (brief 4.4). The facts used,
-from Pulsar's compactor (``AbstractTwoPhaseCompactor.extractKeyAndSize``,
+payload that is one message or a client batch (``num_messages_in_batch`` set), compressed as a
+whole with the producer's codec (docs/binary_protocol.md "Batches, compression and chunks"). The
+facts used, from Pulsar's compactor (``AbstractTwoPhaseCompactor.extractKeyAndSize``,
 ``RawBatchConverter``):
 
 * the compaction key is the message's ``partition_key`` (not the ordering key);
@@ -40,7 +40,7 @@ __all__ = ["BinaryEntryInspector", "compress", "decompress"]
 
 
 def decompress(codec: int, data: bytes, uncompressed_size: int) -> bytes:
-    """Undo a producer's compression (protocol brief 4.4).
+    """Undo a producer's compression (the formats of the C++ client's ``lib/CompressionCodec*.cc``).
 
     Raises:
         EntryFormatError: unknown codec or corrupt data.

@@ -1,7 +1,8 @@
 """Domain errors to Pulsar ``ServerError`` codes, in one table.
 
 The counterpart of the broker's ``BrokerServiceException.getClientErrorCode``. The codes
-drive the client's retry decisions (protocol brief 6.1): ``ConsumerBusy`` and
+drive the client's retry decisions (``isResultRetryable`` in the C++ client's
+``lib/ResultUtils.h``; docs/binary_protocol.md "Error codes and retries"): ``ConsumerBusy`` and
 ``ProducerBusy`` are fatal, ``PersistenceError`` and ``ServiceNotReady`` are retried.
 Of the two backlog quota codes, a client that had the producer already reconnects after
 either (``ProducerImpl::handleCreateProducer`` in pulsar-client-cpp), failing its pending

@@ -6,7 +6,7 @@ client, so they are only unique within a connection) and turns each command into
 Requests that need Redis run as tasks; their responses are written when they finish, each
 with its own request id. SEND is the hot path and takes no task: each producer's answers
 (receipts, and refusals of the delayed-delivery policy) wait in a queue in send order, the
-client's requirement (protocol brief 3.2), and are written from its head as the appends
+client's requirement (``ProducerImpl::ackReceived``), and are written from its head as the appends
 complete. A Redis pipeline resolves its appends in order and in one go, so one callback
 answers a whole pipeline's SENDs instead of one callback per message.
 """
@@ -329,7 +329,7 @@ class Session:
     def _get_topics_of_namespace(self, cmd: c.GetTopicsOfNamespace) -> None:
         async def run() -> None:
             # Partitions are listed by their own names, as Pulsar lists managed ledgers;
-            # the client cuts "-partition-<i>" off itself (protocol brief 3.4).
+            # the client cuts "-partition-<i>" off itself (``PatternMultiTopicsConsumerImpl``).
             authz = self.services.authorization
             if authz.enabled:
                 # NamespaceOperation.GET_TOPICS: tenant admin, or consume on the namespace.
@@ -375,8 +375,8 @@ class Session:
                 topic = parse_topic_name(cmd.topic)
                 number, schema = await self.services.schemas.get(topic, version)
             except LookupError as exc:
-                # "No schema" is TopicNotFound inside GET_SCHEMA_RESPONSE (protocol brief
-                # 3.4): the client then decodes with its own schema.
+                # "No schema" is TopicNotFound inside GET_SCHEMA_RESPONSE (docs/binary_protocol.md
+                # "Requests and responses"): the client decodes with its own schema.
                 self.conn.send_get_schema_error(cmd.request_id, pb.TopicNotFound, str(exc))
                 return
             except GatewayError as exc:
@@ -518,7 +518,8 @@ class Session:
             )
             return
         if not cmd.payload.checksum_ok:
-            # The only per-message failure that keeps the connection (protocol brief 3.2).
+            # The only per-message failure that keeps the connection
+            # (``ClientConnection::handleSendError``).
             self.conn.send_send_error(
                 cmd.producer_id, cmd.sequence_id, pb.ChecksumError, "Checksum mismatch"
             )
@@ -692,7 +693,7 @@ class Session:
     def _close_producer(self, cmd: c.CloseProducer) -> None:
         producer = self.producers.pop(cmd.producer_id, None)
         if producer is None:
-            # SUCCESS always, also for unknown ids (protocol brief 3.2).
+            # SUCCESS always, also for unknown ids (docs/binary_protocol.md "Sending").
             self.conn.send_success(cmd.request_id)
             return
         self._publish_rates.pop(producer, None)
@@ -909,7 +910,7 @@ class Session:
         async def run() -> None:
             try:
                 # Closes every consumer of the subscription (CLOSE_CONSUMER), then SUCCESS:
-                # the client re-subscribes and completes seek() (protocol brief 3.3).
+                # the client re-subscribes and completes seek() (``ServerCnx.handleSeek``).
                 await consumer.seek(position)
             except GatewayError as exc:
                 self._error(cmd.request_id, exc)
@@ -975,7 +976,7 @@ def _sticky_key(metadata: pb.MessageMetadata) -> bytes | None:
 
 def _ack(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[Any] | None:
     """Individual ack. An id with an ack_set is a partly acknowledged batch (batch-index
-    ack, protocol brief 3.3): only its cleared bits are acked."""
+    ack, Pulsar's ``MessageIdData.ack_set``): only its cleared bits are acked."""
     whole: list[bytes] = []
     partial: list[tuple[bytes, tuple[int, ...]]] = []
     for i, (ledger, entry) in enumerate(cmd.message_ids):
@@ -1022,8 +1023,8 @@ def topics_hash(topics: list[str]) -> str:
 
 def _ack_cumulative(consumer: ConsumerHandle, cmd: c.Ack) -> asyncio.Future[Any] | None:
     """Cumulative ack of ``(L, E)``; with an ack_set, everything before the entry and the
-    entry's cleared bits; for ``(L, -1)``, everything before ``(L, 0)`` (protocol brief 3.3
-    and 5.3)."""
+    entry's cleared bits; for ``(L, -1)``, everything before ``(L, 0)`` (docs/binary_protocol.md
+    "Consuming, acknowledging, seeking")."""
     if not cmd.message_ids:
         return None
     ledger, entry = cmd.message_ids[0]

@@ -50,6 +50,7 @@ from pulsar_gateway.core.model.entry import (
     ack_set_of_kept,
 )
 from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
+from pulsar_gateway.core.storage import fleet_store, topic_store
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import topics
@@ -180,12 +181,11 @@ class CompactionService:
     async def status(self, topic: TopicName | str) -> dict[str, str]:
         """Pulsar's ``LongRunningProcessStatus``: ``{"status", "lastError"}``."""
         _, keys = self._keys(topic)
-        state = _fields(await self._lane.call("HGETALL", keys.compaction))
+        state = await topic_store.compaction_state(self._lane, keys)
         status = state.get(b"status", NOT_RUN.encode()).decode()
         error = state.get(b"lastError", b"").decode()
         if status == RUNNING:
-            seconds, micros = await self._lane.call("TIME")
-            now = int(seconds) * 1000 + int(micros) // 1000
+            now = await fleet_store.clock_ms(self._lane)
             if int(state.get(b"lease", b"0")) <= now:
                 status, error = ERROR, "the gateway running the compaction stopped"
         return {"status": status, "lastError": error}
@@ -193,8 +193,7 @@ class CompactionService:
     async def horizon(self, topic: TopicName | str) -> bytes | None:
         """The last entry id the compacted view covers; None before the first compaction."""
         _, keys = self._keys(topic)
-        value: bytes | None = await self._lane.call("HGET", keys.compaction, "horizon")
-        return value
+        return await topic_store.compaction_horizon(self._lane, keys)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -269,7 +268,7 @@ class CompactionService:
         sources.append((keys.stream, b"(" + old if old else b"-", new))
         for key, start, end in sources:
             while True:
-                rows = await lane.call("XRANGE", key, start, end, "COUNT", CHUNK)
+                rows = await topic_store.entries(lane, key, start, end, CHUNK)
                 for entry_id, raw in rows:
                     yield entry_id, _fields(raw)
                 if len(rows) < CHUNK:
@@ -338,10 +337,10 @@ class CompactionService:
                 if not all(keep):
                     blob = inspector.rewrite(blob, keep)
                     extra = [ACK_SET, ack_set_of_kept(keep)]
-            args: list[Any] = ["XADD", keys.compacting, entry_id, BLOB, blob]
+            kept: list[Any] = [BLOB, blob]
             if NUM_MESSAGES in fields:
-                args += [NUM_MESSAGES, fields[NUM_MESSAGES]]
-            writes.append(lane.call(*args, *extra))
+                kept += [NUM_MESSAGES, fields[NUM_MESSAGES]]
+            writes.append(topic_store.append_compacted(lane, keys, entry_id, [*kept, *extra]))
             written += 1
             if len(writes) >= CHUNK:
                 await asyncio.gather(*writes)

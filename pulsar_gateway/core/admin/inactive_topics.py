@@ -70,9 +70,10 @@ from pulsar_gateway.core.policies.policies import (
     Policies,
 )
 from pulsar_gateway.core.policies.retention import Lifecycle, resolve_lifecycle
+from pulsar_gateway.core.storage import topic_store
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import cursors, inactivity, texts
+from pulsar_gateway.core.storage.scripts import cursors, inactivity
 from pulsar_gateway.core.storage.scripts.cursors import DeleteStatus
 from pulsar_gateway.core.storage.scripts.inactivity import ActivityStatus, InactiveMode
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
@@ -351,7 +352,7 @@ class InactiveTopics:
     async def _activity(self, keys: TopicKeys, mode: InactiveMode) -> inactivity.Activity | None:
         """The topic's activity; None when its subscriptions kept changing (in use)."""
         for _ in range(_RETRIES):
-            subscriptions = texts(await self._lane.call("HKEYS", keys.subscriptions))
+            subscriptions = await topic_store.subscription_names(self._lane, keys)
             activity = await inactivity.inactive_topic(
                 self._lane, keys, mode=mode, subscriptions=subscriptions
             )
@@ -424,7 +425,7 @@ class InactiveTopics:
         """Delete the topic partition's subscriptions that have had no consumer for longer
         than ``expiration`` ms; returns how many were deleted."""
         keys = self._keys.topic(name)
-        subscriptions = texts(await self._lane.call("HKEYS", keys.subscriptions))
+        subscriptions = await topic_store.subscription_names(self._lane, keys)
         if not subscriptions:
             return 0
         idle = await inactivity.inactive_subscriptions(

@@ -4,14 +4,14 @@
 ``internalPeekNthMessage``, ``internalGetMessageById``, ``internalExamineMessage``,
 ``internalGetLastMessageId``).
 
-Strategy: a subscription is a consumer group on the partition's stream (DESIGN.md); its cursor is
-the group's last-delivered id and its unacked set the group's pending entries (with the reserved
-consumers of ``pulsar_gateway/core/storage/keys.py``: parked, scheduled, Key_Shared waiting). Every
-change here is one Lua script on one partition (``lua/subscription_*.lua``, helpers in
-``lua/lib.lua`` "Cursor moves"), atomic with the dispatchers of every gateway. A partitioned topic's
-base name applies an operation to each partition in turn where Pulsar does (create, delete,
-skip_all, expire by age, reset by time), and is refused where Pulsar refuses it (skip, expire and
-reset at a position, peek: HTTP 405).
+Strategy: a subscription is a consumer group on the partition's stream (docs/architecture.md
+"Design decisions"); its cursor is the group's last-delivered id and its unacked set the group's
+pending entries (with the reserved consumers of ``pulsar_gateway/core/storage/keys.py``: parked,
+scheduled, Key_Shared waiting). Every change here is one Lua script on one partition
+(``lua/subscription_*.lua``, helpers in ``lua/lib.lua`` "Cursor moves"), atomic with the
+dispatchers of every gateway. A partitioned topic's base name applies an operation to each
+partition in turn where Pulsar does (create, delete, skip_all, expire by age, reset by time),
+and is refused where Pulsar refuses it (skip, expire and reset at a position, peek: HTTP 405).
 
 Positions: a stream id ``L-E`` is the Pulsar entry ``L:E`` (:mod:`..model.ledger`).
 Expire by age reads an entry's broker timestamp, the Redis clock at append (Pulsar's broker
@@ -40,6 +40,7 @@ from pulsar_gateway.core.model.entry import StoredEntry
 from pulsar_gateway.core.model.message_id import MessageId, start_position, time_position
 from pulsar_gateway.core.model.subscription_type import InitialPosition
 from pulsar_gateway.core.model.topic_name import TopicName
+from pulsar_gateway.core.storage import topic_store
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import cursors, subscriptions, topics
 from pulsar_gateway.core.storage.scripts.cursors import (
@@ -371,7 +372,7 @@ class SubscriptionAdmin:
             )
         if position.is_earliest:
             # before the first entry: nothing to expire, but the subscription must exist
-            if not await self._lane.call("HEXISTS", handle.keys.subscriptions, subscription):
+            if not await topic_store.subscription_exists(self._lane, handle.keys, subscription):
                 raise await self._not_found(topic, subscription)
             return True
         done = await cursors.subscription_expire_at(
@@ -503,7 +504,7 @@ class SubscriptionAdmin:
         if ledger_id < 0 or entry_id < 0:
             raise MessageNotFound(f"Message not found: {ledger_id}:{entry_id}")
         sid = b"%d-%d" % (ledger_id, entry_id)
-        found = await self._lane.call("XRANGE", handle.keys.stream, sid, sid)
+        found = await topic_store.entries(self._lane, handle.keys.stream, sid, sid)
         if not found:
             if not await self.exists(topic):
                 raise TopicNotFound(f"Topic {topic} not found")
@@ -520,10 +521,10 @@ class SubscriptionAdmin:
         handle = await self._single(topic, "Examine messages")
         position = max(position, 1)
         if initial == "earliest":
-            found = await self._lane.call("XRANGE", handle.keys.stream, "-", "+", "COUNT", position)
+            found = await topic_store.entries(self._lane, handle.keys.stream, "-", "+", position)
         else:
-            found = await self._lane.call(
-                "XREVRANGE", handle.keys.stream, "+", "-", "COUNT", position
+            found = await topic_store.entries_reversed(
+                self._lane, handle.keys.stream, "+", "-", position
             )
         if len(found) < position:
             if not await self.exists(topic):

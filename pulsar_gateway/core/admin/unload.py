@@ -31,6 +31,7 @@ from pulsar_gateway.core.errors import GatewayError
 from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX
 from pulsar_gateway.core.periodic import Periodic
 from pulsar_gateway.core.producing.producer_service import ProducerService
+from pulsar_gateway.core.storage import fleet_store
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
@@ -85,8 +86,8 @@ class UnloadService:
     async def start(self) -> None:
         """Take the newest entry as applied (older unloads were for clients gone since),
         then follow the announcements."""
-        newest = await self._lane.call("XREVRANGE", self._keys.unloads, "+", "-", "COUNT", 1)
-        self._applied = newest[0][0] if newest else b"0-0"
+        newest = await fleet_store.newest_unload(self._lane, self._keys)
+        self._applied = newest if newest is not None else b"0-0"
         self._notifier.subscribe(self._keys.unloads_channel, self._announced)
         self._looks.start()
 
@@ -107,9 +108,7 @@ class UnloadService:
         return await self._announce(topic, TERMINATED)
 
     async def _announce(self, scope: str, kind: str) -> int:
-        await self._lane.call(
-            "XADD", self._keys.unloads, "MAXLEN", "~", KEPT, "*", "scope", scope, "kind", kind
-        )
+        await fleet_store.announce_unload(self._lane, self._keys, scope=scope, kind=kind, kept=KEPT)
         self._lane.notify(self._keys.unloads_channel)
         return await self.apply()
 
@@ -129,7 +128,7 @@ class UnloadService:
         for an announcement this gateway missed); returns how many clients were closed."""
         closed = 0
         async with self._reading:
-            entries = await self._lane.call("XRANGE", self._keys.unloads, b"(" + self._applied, "+")
+            entries = await fleet_store.unloads_after(self._lane, self._keys, self._applied)
             for entry_id, fields in entries:
                 scope, kind = _field(fields, b"scope"), _field(fields, b"kind")
                 if kind == TERMINATED:

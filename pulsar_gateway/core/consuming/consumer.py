@@ -25,6 +25,7 @@ from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
 from pulsar_gateway.core.model.entry import Delivery
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
+from pulsar_gateway.core.storage import topic_store
 from pulsar_gateway.core.storage.keys import SubscriptionKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import acks
@@ -240,7 +241,9 @@ class Consumer:
         self._keys = subscription.keys
         self._metrics = subscription.metrics
         #: Pulsar counts redeliveries only on Shared and Key_Shared subscriptions; the
-        #: client's dead-letter logic depends on it (protocol brief, gotcha G10).
+        #: client's dead-letter logic depends on it (``RedeliveryTrackerDisabled`` in Pulsar's
+        #: ``PersistentDispatcherSingleActiveConsumer``; docs/binary_protocol.md "Consuming,
+        #: acknowledging, seeking").
         self.reports_redelivery_count = subscription.type.counts_redeliveries
         #: stats (Pulsar ``ConsumerStats``): this consumer's meter, its subscription's on
         #: this gateway, and what the adapter knows of the client
@@ -297,8 +300,8 @@ class Consumer:
     def ack(self, stream_ids: Sequence[bytes]) -> asyncio.Future[int]:
         """Individually acknowledge entries (``XACK``); unknown or repeated ids are ignored."""
         if self.batch_acks:
-            self._lane.call("HDEL", self._keys.ack_sets, *stream_ids)
-        fut = self._lane.call("XACK", self._keys.stream, self.subscription.name, *stream_ids)
+            topic_store.drop_ack_sets(self._lane, self._keys, stream_ids)
+        fut = topic_store.acknowledge(self._lane, self._keys, self.subscription.name, stream_ids)
         self._unacked_changed()
         return self._watch(fut)
 

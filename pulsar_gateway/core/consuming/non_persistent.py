@@ -142,7 +142,8 @@ class NonPersistentConsumer:
         raise NotAllowed("Seek is not supported on non-persistent topics")
 
     async def last_message_id(self) -> LastMessageId:
-        # Nothing is stored: the topic always reads as empty (entry -1, gotcha G12).
+        # Nothing is stored: the topic always reads as empty (entry -1, which the C++ client
+        # reads as "no messages": docs/binary_protocol.md "Consuming, acknowledging, seeking").
         return LastMessageId(last=None, last_num_messages=1, last_is_batch=False, mark_delete=None)
 
     async def close(self) -> None:

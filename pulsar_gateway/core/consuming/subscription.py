@@ -1,10 +1,10 @@
 """Subscriptions: a named cursor on a topic, shared by every gateway of the fleet.
 
-In Redis a subscription is a consumer group on the topic's stream (DESIGN.md): the group's
-last-delivered id is the read cursor, its pending-entries list the unacked messages, and
-its subscription type sits in the topic's ``subs`` hash. The :class:`Subscription` object
-here is only this gateway's view: the consumers attached through it and the dispatcher that
-feeds them. It holds no state another gateway would need.
+In Redis a subscription is a consumer group on the topic's stream (docs/architecture.md "Design
+decisions"): the group's last-delivered id is the read cursor, its pending-entries list the
+unacked messages, and its subscription type sits in the topic's ``subs`` hash. The
+:class:`Subscription` object here is only this gateway's view: the consumers attached through it
+and the dispatcher that feeds them. It holds no state another gateway would need.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 It keeps this gateway's view of the subscriptions it has consumers on (one
 :class:`~.subscription.Subscription` and dispatcher each), wakes their dispatchers when the
 topic's channel says there is new work, and renews their consumers' leases every third of a
-lease, so the fleet knows they are alive (DESIGN.md "Liveness is leased"). Non-persistent
-topics are handed to :class:`~.non_persistent.NonPersistentSubscriptions`.
+lease, so the fleet knows they are alive (docs/architecture.md "Design decisions", liveness is
+leased). Non-persistent topics are handed to :class:`~.non_persistent.NonPersistentSubscriptions`.
 """
 
 from __future__ import annotations

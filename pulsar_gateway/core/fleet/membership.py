@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import mmh3
 
 from pulsar_gateway.core.periodic import Periodic
+from pulsar_gateway.core.storage import fleet_store
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import metadata
 from pulsar_gateway.core.topics.cluster import Cluster
@@ -119,7 +120,7 @@ class Fleet:
         description = self._description()
         if description is not None and self._info is not None:
             # every renewal, so a Redis that lost the hash (restart, failover) gets it back
-            await self._lane.call("HSET", self._info, self.gateway_id, description)
+            await fleet_store.describe_gateway(self._lane, self._info, self.gateway_id, description)
         return self.members
 
     def _description(self) -> str | None:
@@ -143,19 +144,16 @@ class Fleet:
         members = set(await self.heartbeat())
         if self._info is None:
             return []
-        raw = await self._lane.call("HGETALL", self._info)
-        entries = dict(zip(raw[::2], raw[1::2], strict=True)) if isinstance(raw, list) else raw
+        described = await fleet_store.gateway_descriptions(self._lane, self._info)
         out, gone = [], []
-        for key, value in entries.items():
-            gateway_id = key.decode() if isinstance(key, bytes) else str(key)
-            text = value.decode() if isinstance(value, bytes) else str(value)
-            member = Member.from_json(gateway_id, text)
+        for gateway_id, description in described.items():
+            member = Member.from_json(gateway_id, description)
             if gateway_id not in members:
                 gone.append(gateway_id)
             elif member is not None:
                 out.append(member)
         if gone:
-            await self._lane.call("HDEL", self._info, *gone)
+            await fleet_store.forget_gateways(self._lane, self._info, gone)
         return sorted(out, key=lambda member: (member.started, member.gateway_id))
 
     async def leave(self) -> None:
@@ -165,7 +163,7 @@ class Fleet:
             self._lane, self._gateways, gateway_id=self.gateway_id, lease_ms=0
         )
         if self._info is not None:
-            await self._lane.call("HDEL", self._info, self.gateway_id)
+            await fleet_store.forget_gateways(self._lane, self._info, [self.gateway_id])
 
     def owns(self, topic: str) -> bool:
         """Whether this gateway exports ``topic``'s metrics."""

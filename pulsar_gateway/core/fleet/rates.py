@@ -32,6 +32,7 @@ from pulsar_gateway.core.errors import GatewayError
 from pulsar_gateway.core.model import date_formatter
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
 from pulsar_gateway.core.periodic import Periodic
+from pulsar_gateway.core.storage import fleet_store
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
 
@@ -302,16 +303,17 @@ class RateReporter:
         calls = []
         for topic, entry in self.reports().items():
             entry["t"] = stamp
-            key = self._keys.topic(topic).gateway_stats
-            calls.append(self._lane.call("HSET", key, self._gateway_id, json.dumps(entry)))
-            calls.append(self._lane.call("PEXPIRE", key, ttl_ms))
+            keys = self._keys.topic(topic)
+            report = json.dumps(entry)
+            calls.append(fleet_store.write_rate_report(self._lane, keys, self._gateway_id, report))
+            calls.append(fleet_store.expire_rate_report(self._lane, keys, ttl_ms))
         if calls:
             await asyncio.gather(*calls)
 
     async def withdraw(self) -> None:
         """Remove this gateway's reports (at shutdown)."""
         calls = [
-            self._lane.call("HDEL", self._keys.topic(t).gateway_stats, self._gateway_id)
+            fleet_store.withdraw_rate_report(self._lane, self._keys.topic(t), self._gateway_id)
             for t in self._meters.topics
         ]
         with contextlib.suppress(GatewayError):

@@ -25,7 +25,7 @@ from pulsar_gateway.core.fleet.rates import REPORT_INTERVAL, fresh_reports
 from pulsar_gateway.core.model.subscription_type import SubscriptionType
 from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import stats, texts
+from pulsar_gateway.core.storage.scripts import stats
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
 from pulsar_gateway.core.topics.topic import Topics
 
@@ -307,7 +307,7 @@ class TopicStats:
         names = await _each([handle.subscriptions_reply() for handle in handles])
         read = await _each(
             [
-                stats.topic_stats(self._lane, handle.keys, subscriptions=texts(subscriptions))
+                stats.topic_stats(self._lane, handle.keys, subscriptions=subscriptions)
                 for handle, subscriptions in zip(handles, names, strict=True)
             ]
         )

@@ -5,9 +5,9 @@ This module is the one owner of that format. The gateway writes it, the Lua scri
 :mod:`pulsar_gateway.core.storage.scripts`), and anything reading a stream directly, such as
 a Spark executor, decodes it here instead of re-deriving it.
 
-Strategy (DESIGN.md "One stream entry per Pulsar entry"): a Pulsar entry, a single message or
-a whole client batch, is one stream entry holding the producer's blob untouched, plus the few
-facts dispatch needs without parsing the blob:
+Strategy (docs/architecture.md "Design decisions", one stream entry per Pulsar entry): a Pulsar
+entry, a single message or a whole client batch, is one stream entry holding the producer's blob
+untouched, plus the few facts dispatch needs without parsing the blob:
 
 =========  ==============================================================================
 field      contents
@@ -72,7 +72,6 @@ __all__ = [
     "ack_set_of_kept",
     "decode_ack_set",
     "encode_ack_set",
-    "entry_fields",
 ]
 
 #: Field of the stored blob.
@@ -107,28 +106,6 @@ FIELDS: Final[Mapping[str, bytes]] = {
 
 class EntryFormatError(ValueError):
     """A stored entry that cannot be read (corrupt, encrypted, unknown codec)."""
-
-
-def entry_fields(
-    blob: bytes,
-    num_messages: int = 1,
-    *,
-    key_hash: int | None = None,
-    chunk: str | None = None,
-    deliver_at: int | None = None,
-) -> list[bytes | int | str]:
-    """The field/value list of a new entry, as ``XADD`` takes it after the id (the broker
-    timestamp is the append script's to add)."""
-    fields: list[bytes | int | str] = [BLOB, blob]
-    if num_messages > 1:
-        fields += [NUM_MESSAGES, num_messages]
-    if key_hash is not None:
-        fields += [KEY_HASH, key_hash]
-    if chunk is not None:
-        fields += [CHUNK, chunk]
-    if deliver_at is not None:
-        fields += [DELIVER_AT, deliver_at]
-    return fields
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,13 @@
 """Ledgers: how a topic partition's entries are grouped, and when a new group starts.
 
-Strategy (DESIGN.md "Message ids map to stream ids"): Pulsar stores a topic as a managed
-ledger, a sequence of BookKeeper ledgers, and a message id is ``(ledgerId, entryId)`` with
-entry ids 0, 1, 2, ... within a ledger; clients and tools rely on it (an entry id tells how
-many entries of its ledger precede it). Here a ledger is a run of stream ids sharing their
-first part: entry ``E`` of ledger ``L`` is stream id ``L-E``, so ids stay totally ordered
-(stream order); the append script numbers the entries from the ledger's count, whichever
-gateway appends. A ledger's id is the time
-Redis opened it (ms), after every earlier ledger and stored broker timestamp.
+Strategy (docs/architecture.md "Design decisions", message ids map to stream ids): Pulsar stores
+a topic as a managed ledger, a sequence of BookKeeper ledgers, and a message id is ``(ledgerId,
+entryId)`` with entry ids 0, 1, 2, ... within a ledger; clients and tools rely on it (an entry
+id tells how many entries of its ledger precede it). Here a ledger is a run of stream ids
+sharing their first part: entry ``E`` of ledger ``L`` is stream id ``L-E``, so ids stay totally
+ordered (stream order); the append script numbers the entries from the ledger's count, whichever
+gateway appends. A ledger's id is the time Redis opened it (ms), after every earlier ledger and
+stored broker timestamp.
 
 The append script opens a new ledger when the current one is full, with Pulsar's rule
 (``ManagedLedgerImpl.currentLedgerIsFull``) and its configuration names and defaults:

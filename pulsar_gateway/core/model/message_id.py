@@ -1,15 +1,16 @@
 """Message ids and their mapping onto Redis stream ids.
 
-Strategy (DESIGN.md, "Message ids map to stream ids"): the stream entry ``L-E`` is the
-Pulsar entry ``(ledgerId=L, entryId=E)``: entry ``E`` (0, 1, 2, ...) of ledger ``L``
-(:mod:`.ledger`). A client batch is one entry, so the messages inside it are
-``(L, E, partition, batch_index)``. Ordering of ids is the ordering of the stream, which is
-what Pulsar's ``(ledgerId, entryId, batchIndex)`` comparison expects. An id says nothing of
-time: positions by time are resolved in Redis from the entries' stored publish times
+Strategy (docs/architecture.md "Design decisions", message ids map to stream ids): the stream
+entry ``L-E`` is the Pulsar entry ``(ledgerId=L, entryId=E)``: entry ``E`` (0, 1, 2, ...) of
+ledger ``L`` (:mod:`.ledger`). A client batch is one entry, so the messages inside it are
+``(L, E, partition, batch_index)``. Ordering of ids is the ordering of the stream, which is what
+Pulsar's ``(ledgerId, entryId, batchIndex)`` comparison expects. An id says nothing of time:
+positions by time are resolved in Redis from the entries' stored publish times
 (:func:`time_position`).
 
 Pulsar sends ``-1`` in unsigned 64-bit fields as ``2**64 - 1`` (``MessageId.earliest`` is
-``(-1, -1)``); :func:`signed64` undoes that before any arithmetic (protocol brief, 5.3).
+``(-1, -1)``); :func:`signed64` undoes that before any arithmetic (docs/binary_protocol.md
+"Message ids").
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def start_position(initial: InitialPosition, start: MessageId | None) -> bytes:
 
     A group's id is its last-delivered entry, so delivery starts *after* it: ``$`` for
     Latest, ``0`` for Earliest, and for a reader's start message id ``(L, E)`` the id just
-    before it, because a reader starts at its start id inclusive (protocol brief 3.3, the
-    client drops what precedes it itself).
+    before it, because a reader starts at its start id inclusive (the client drops what
+    precedes it itself: docs/binary_protocol.md "Consuming, acknowledging, seeking").
     """
     if start is None:
         return b"$" if initial is InitialPosition.LATEST else b"0"

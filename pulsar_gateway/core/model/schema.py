@@ -1,9 +1,10 @@
 """Schemas as the protocol carries them (``Schema``, ``schema_version``), for the schema
 registry and the adapters alike.
 
-Versions travel on the wire as 8-byte big-endian int64 (``schema_version``; protocol brief
-G19). The admin API names schema types as Pulsar's ``SchemaType`` enum does (``AVRO``,
-``STRING``, ...); :data:`SCHEMA_TYPES` maps those names to the protocol's ``Schema.Type``
+Versions travel on the wire as 8-byte big-endian int64 (``schema_version``; the C++ client's
+``lib/Int64SerDes.h``, docs/binary_protocol.md "Requests and responses"). The admin API names
+schema types as Pulsar's ``SchemaType`` enum does (``AVRO``, ``STRING``, ...);
+:data:`SCHEMA_TYPES` maps those names to the protocol's ``Schema.Type``
 numbers the registry stores (Pulsar's ``Commands.getSchemaType``: a ``SchemaType`` whose
 value is negative, such as ``BYTES``, is ``None`` on the wire).
 

@@ -4,7 +4,8 @@ TLS client-certificate authentication, as ``AuthenticationProviderTls``; no I/O.
 Theory of operation. A client proves its role with a JSON Web Token signed by the operator:
 
 * binary protocol: ``CommandConnect.auth_method_name = "token"`` and ``auth_data`` = the
-  token itself, no prefix (protocol brief 2.1);
+  token itself, no prefix (``lib/auth/AuthToken.cc`` in apache/pulsar-client-cpp;
+  docs/binary_protocol.md "Handshake and authentication");
 * HTTP: ``Authorization: Bearer <token>`` (RFC 6750 section 2.1); the WebSocket API also
   takes the ``token`` query parameter, for browsers that cannot set headers (Pulsar's
   ``WebSocketHttpServletRequestWrapper``).

@@ -56,9 +56,9 @@ from typing import Any
 from pulsar_gateway.core.errors import AuthorizationError, SubscriptionNotFound
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.storage import policy_store
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import text
 
 __all__ = [
     "CACHE_SECONDS",
@@ -149,14 +149,15 @@ class AuthorizationService:
         if hit is not None and hit[0] > now:
             return hit[1]
         generation = self._generation
+        lane = self._lane
         if kind == "tenant":
-            value: Any = _admin_roles(await self._lane.call("HGET", key, name))
+            value: Any = _admin_roles(await policy_store.stored_value(lane, key, name))
         elif kind == "topic":
-            value = _topic_grants(await self._lane.call("HGET", key, name))
+            value = _topic_grants(await policy_store.stored_value(lane, key, name))
         elif kind == "subscription":
-            value = _roles(await self._lane.call("HGET", key, name))
+            value = _roles(await policy_store.stored_value(lane, key, name))
         else:
-            value = _permissions(await self._lane.call("HGETALL", key))
+            value = _permissions(await policy_store.stored_values(lane, key))
         if generation == self._generation:
             self._cache[(kind, key, name)] = (now + CACHE_SECONDS, value)
         return value
@@ -295,18 +296,19 @@ class AuthorizationService:
     async def get_permissions(self, namespace: str) -> dict[str, list[str]]:
         """The namespace's grants, read fresh: role -> actions as stored (grants store
         them sorted); Pulsar's ``auth_policies.namespace_auth``."""
-        raw = await self._lane.call("HGETALL", self._keys.namespace_permissions(namespace))
+        key = self._keys.namespace_permissions(namespace)
+        raw = await policy_store.stored_values(self._lane, key)
         return dict(sorted(_grants(raw).items()))
 
     async def grant_permission(self, namespace: str, role: str, actions: Iterable[str]) -> None:
         """Set ``role``'s actions on ``namespace``, replacing earlier ones (Pulsar puts the
         new set into ``auth_policies.namespace_auth``)."""
         value = json.dumps(sorted(set(actions)))
-        await self._write("HSET", self._keys.namespace_permissions(namespace), role, value)
+        await self._set(self._keys.namespace_permissions(namespace), role, value)
 
     async def revoke_permission(self, namespace: str, role: str) -> None:
         """Remove every action of ``role`` on ``namespace`` (no error when it had none)."""
-        await self._write("HDEL", self._keys.namespace_permissions(namespace), role)
+        await self._unset(self._keys.namespace_permissions(namespace), role)
 
     # -- topic permissions (admin API) ---------------------------------------------------
 
@@ -323,7 +325,7 @@ class AuthorizationService:
 
     async def _topic_grants(self, topic: TopicName) -> dict[str, list[str]]:
         key = self._keys.topic_permissions(topic.namespace)
-        raw = await self._lane.call("HGET", key, str(topic.partitioned_topic_name))
+        raw = await policy_store.stored_value(self._lane, key, str(topic.partitioned_topic_name))
         return {role: sorted(actions) for role, actions in _topic_grants(raw).items()}
 
     async def grant_topic_permission(
@@ -344,9 +346,9 @@ class AuthorizationService:
         key = self._keys.topic_permissions(topic.namespace)
         name = str(topic.partitioned_topic_name)
         if grants:
-            await self._write("HSET", key, name, json.dumps(grants, sort_keys=True))
+            await self._set(key, name, json.dumps(grants, sort_keys=True))
         else:
-            await self._write("HDEL", key, name)
+            await self._unset(key, name)
 
     # -- subscription permissions (admin API) --------------------------------------------
 
@@ -354,7 +356,8 @@ class AuthorizationService:
         """The namespace's subscription roles, read fresh: subscription -> roles (sorted);
         Pulsar's ``auth_policies.subscription_auth_roles``. A subscription whose last role
         was revoked stays listed with none, as in Pulsar, and restricts nothing."""
-        raw = await self._lane.call("HGETALL", self._keys.subscription_permissions(namespace))
+        key = self._keys.subscription_permissions(namespace)
+        raw = await policy_store.stored_values(self._lane, key)
         return {sub: sorted(set(roles)) for sub, roles in sorted(_grants(raw).items())}
 
     async def grant_subscription_permission(
@@ -364,9 +367,7 @@ class AuthorizationService:
         anywhere in ``namespace``, replacing its earlier list, as Pulsar's
         ``grantSubscriptionPermissionAsync`` puts the new set."""
         value = json.dumps(sorted(set(roles)))
-        await self._write(
-            "HSET", self._keys.subscription_permissions(namespace), subscription, value
-        )
+        await self._set(self._keys.subscription_permissions(namespace), subscription, value)
 
     async def revoke_subscription_permission(
         self, namespace: str, subscription: str, role: str
@@ -380,14 +381,21 @@ class AuthorizationService:
                 find subscription").
         """
         key = self._keys.subscription_permissions(namespace)
-        raw = await self._lane.call("HGET", key, subscription)
+        raw = await policy_store.stored_value(self._lane, key, subscription)
         if raw is None:
             raise SubscriptionNotFound("couldn't find subscription")
         roles = _roles(raw) - {role}
-        await self._write("HSET", key, subscription, json.dumps(sorted(roles)))
+        await self._set(key, subscription, json.dumps(sorted(roles)))
 
-    async def _write(self, command: str, key: str, *args: Any) -> None:
-        await self._lane.call(command, key, *args)
+    async def _set(self, key: str, name: str, value: str) -> None:
+        await policy_store.set_value(self._lane, key, name, value)
+        self._written()
+
+    async def _unset(self, key: str, name: str) -> None:
+        await policy_store.delete_value(self._lane, key, name)
+        self._written()
+
+    def _written(self) -> None:
         self.drop_cache()
         # The policies channel: every gateway's Policies drops its cache and tells us.
         self._lane.notify(self._keys.policies_channel)
@@ -437,20 +445,20 @@ def _admin_roles(raw: bytes | str | None) -> frozenset[str]:
     return frozenset(r for r in roles if isinstance(r, str))
 
 
-def _grants(raw: list[bytes | str]) -> dict[str, list[str]]:
-    """A permissions hash (``HGETALL`` reply) as role -> actions in stored order; a value
+def _grants(raw: dict[str, bytes]) -> dict[str, list[str]]:
+    """A permissions hash (role -> stored JSON) as role -> actions in stored order; a value
     that is not JSON is left out, one that is not a list of actions grants nothing."""
     out: dict[str, list[str]] = {}
-    for i in range(0, len(raw) - 1, 2):
+    for role, stored in raw.items():
         try:
-            actions = json.loads(raw[i + 1])
+            actions = json.loads(stored)
         except ValueError:
             continue
         listed = actions if isinstance(actions, list) else []
-        out[text(raw[i])] = [a for a in listed if isinstance(a, str)]
+        out[role] = [a for a in listed if isinstance(a, str)]
     return out
 
 
-def _permissions(raw: list[bytes | str]) -> dict[str, frozenset[str]]:
+def _permissions(raw: dict[str, bytes]) -> dict[str, frozenset[str]]:
     """A permissions hash as role -> actions, for the checks."""
     return {role: frozenset(actions) for role, actions in _grants(raw).items()}

@@ -41,6 +41,7 @@ from pulsar_gateway.core.errors import (
 )
 from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
 from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.storage import policy_store
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import metadata, text, topics
@@ -182,7 +183,7 @@ class BacklogQuotas:
         return self._keys.namespace_policies(scope)
 
     async def _read(self, key: str, name: str) -> tuple[str, Any]:
-        raw = await self._lane.call("HGET", key, name)
+        raw = await policy_store.stored_value(self._lane, key, name)
         if raw is None:
             return "", None
         stored = text(raw)

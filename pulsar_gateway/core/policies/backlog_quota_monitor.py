@@ -43,9 +43,10 @@ from pulsar_gateway.core.policies.backlog_quota import (
     first_exceeded,
 )
 from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.storage import topic_store
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import texts, topics
+from pulsar_gateway.core.storage.scripts import topics
 
 __all__ = ["BacklogQuotaMonitor", "CheckRound"]
 
@@ -137,7 +138,7 @@ class BacklogQuotaMonitor:
         result.disconnected += await self._disconnect(topic)
 
     async def _evict(self, keys: TopicKeys, quota: Quota) -> bool:
-        subscriptions = texts(await self._lane.call("HKEYS", keys.subscriptions))
+        subscriptions = await topic_store.subscription_names(self._lane, keys)
         eviction = quota.eviction()
         cut = await topics.backlog_evict(
             self._lane,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
+from pulsar_gateway.core.storage import policy_store
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.notifier import Notifier
@@ -113,7 +114,7 @@ class Policies:
         if cached is not None and cached[0] > now:
             return cached[1]
         generation = self._generation
-        raw = await self._lane.call("HGET", key, name)
+        raw = await policy_store.stored_value(self._lane, key, name)
         value = None if raw is None else json.loads(raw)
         if generation == self._generation:
             self._cache[(key, name)] = (now + CACHE_SECONDS, value)
@@ -139,24 +140,31 @@ class Policies:
 
     async def namespace_policies(self, namespace: str) -> dict[str, Any]:
         """Every policy set on ``namespace``."""
-        raw = await self._lane.call("HGETALL", self._keys.namespace_policies(namespace))
-        return {raw[i].decode(): json.loads(raw[i + 1]) for i in range(0, len(raw), 2)}
+        raw = await policy_store.stored_values(self._lane, self._keys.namespace_policies(namespace))
+        return {name: json.loads(value) for name, value in raw.items()}
 
     # -- writes --------------------------------------------------------------------------
 
-    async def _write(self, command: str, key: str, *args: Any) -> None:
-        await self._lane.call(command, key, *args)
+    async def _set(self, key: str, name: str, value: Any) -> None:
+        await policy_store.set_value(self._lane, key, name, json.dumps(value))
+        self._written()
+
+    async def _unset(self, key: str, name: str) -> None:
+        await policy_store.delete_value(self._lane, key, name)
+        self._written()
+
+    def _written(self) -> None:
         self._drop_cache()
         self._lane.notify(self._keys.policies_channel)
 
     async def set_namespace(self, namespace: str, name: str, value: Any) -> None:
-        await self._write("HSET", self._keys.namespace_policies(namespace), name, json.dumps(value))
+        await self._set(self._keys.namespace_policies(namespace), name, value)
 
     async def delete_namespace(self, namespace: str, name: str) -> None:
-        await self._write("HDEL", self._keys.namespace_policies(namespace), name)
+        await self._unset(self._keys.namespace_policies(namespace), name)
 
     async def set_topic(self, topic: TopicName | str, name: str, value: Any) -> None:
-        await self._write("HSET", self._topic_key(topic), name, json.dumps(value))
+        await self._set(self._topic_key(topic), name, value)
 
     async def delete_topic(self, topic: TopicName | str, name: str) -> None:
-        await self._write("HDEL", self._topic_key(topic), name)
+        await self._unset(self._topic_key(topic), name)

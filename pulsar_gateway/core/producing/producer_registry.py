@@ -7,10 +7,10 @@ mode (``producer-owners`` hash), the WaitForExclusive producers queued for it
 rules in one step (unique names, Shared / Exclusive / WaitForExclusive /
 ExclusiveWithFencing, topic epochs), so two gateways racing on one topic cannot both win.
 
-Liveness is leased, like consumers' (DESIGN.md): each gateway renews the leases of its
-producers every third of a lease; a killed gateway's producers stop blocking their names
-and exclusive access once their leases run out (``add_producer.lua`` reaps them). A
-producer that closes, or whose connection drops, is released at once.
+Liveness is leased, like consumers' (docs/architecture.md "Design decisions"): each gateway
+renews the leases of its producers every third of a lease; a killed gateway's producers stop
+blocking their names and exclusive access once their leases run out (``add_producer.lua`` reaps
+them). A producer that closes, or whose connection drops, is released at once.
 
 Gateways hear about changes through the topic's ``producer-events`` channel (a hint, like
 topic notifications): a fenced or superseded producer's gateway finds it lost at the next

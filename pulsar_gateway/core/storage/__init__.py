@@ -1,5 +1,6 @@
 """Redis: the pipelined lane, notifications, the key schema, the Lua scripts and their typed
-calls (:mod:`.scripts`), and the embedded redis-server."""
+calls (:mod:`.scripts`), the typed plain commands (:mod:`.commands`), and the embedded
+redis-server."""
 
 from __future__ import annotations
 

@@ -1,18 +1,18 @@
 """All Redis traffic of a gateway, gathered into one pipeline per event-loop tick.
 
-Strategy (``shared/reference/redis-limits.md``): a Redis round trip costs 55-120 us here and
-redis-py about 6 us per pipelined command, so awaiting one command per message caps a
-gateway near 8k msg/s. Instead every producer, consumer and connection submits its commands
-to :class:`Lane`, which queues them and, once per loop tick, writes everything queued as
-one pipeline on its single dedicated connection, without waiting for the previous
-pipeline's replies; one reader resolves replies in order. Redis runs one connection's
-commands in the order written, so a producer's appends stay in send order (receipts go out
-in order, as the client requires) and a consumer's release always follows its dispatches,
-while the gateway packs the next pipeline as Redis executes the last one. Commands are
-packed to RESP here and replies read raw with the hiredis parser: redis-py's ``Pipeline``
-costs about 6 us per command, which this lane avoids (redis-py still connects: URL, auth,
-TLS, unix sockets). Nothing is retried on a connection error: a pipeline that may have been
-applied is failed, never re-sent, so an append cannot happen twice.
+Strategy (docs/benchmarks.md "Raw Redis on this machine"): a Redis round trip costs 55-120 us
+here and redis-py about 6 us per pipelined command, so awaiting one command per message caps a
+gateway near 8k msg/s. Instead every producer, consumer and connection submits its commands to
+:class:`Lane`, which queues them and, once per loop tick, writes everything queued as one
+pipeline on its single dedicated connection, without waiting for the previous pipeline's
+replies; one reader resolves replies in order. Redis runs one connection's commands in the order
+written, so a producer's appends stay in send order (receipts go out in order, as the client
+requires) and a consumer's release always follows its dispatches, while the gateway packs the
+next pipeline as Redis executes the last one. Commands are packed to RESP here and replies read
+raw with the hiredis parser: redis-py's ``Pipeline`` costs about 6 us per command, which this
+lane avoids (redis-py still connects: URL, auth, TLS, unix sockets). Nothing is retried on a
+connection error: a pipeline that may have been applied is failed, never re-sent, so an append
+cannot happen twice.
 
 Scripts are sent with ``EVALSHA``. When Redis answers ``NOSCRIPT`` (restart, ``SCRIPT
 FLUSH``), the scripts are loaded on another connection and the refused calls are queued
@@ -362,9 +362,10 @@ class Lane:
 
     # -- submitting -------------------------------------------------------------------
 
-    def call(self, *args: Any) -> asyncio.Future[Any]:
-        """Queue one Redis command; the future resolves with its raw reply."""
-        return self._submit(args, None, None)
+    def call(self, *args: Any, decode: Callable[[Any], Any] | None = None) -> asyncio.Future[Any]:
+        """Queue one Redis command; the future resolves with its raw reply, passed through
+        ``decode`` when given (the typed commands of :mod:`.commands`)."""
+        return self._submit(args, None, decode)
 
     def eval(
         self,

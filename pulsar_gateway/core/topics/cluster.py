@@ -15,7 +15,8 @@ listener"; the clients retry it until their operation timeout).
 Pulsar tells tools that read storage directly where it is (``GET /admin/v2/brokers/
 internal-configuration``, ``InternalConfigurationData``; superuser only): here that is the
 Redis the fleet keeps its state in and the key prefix, which the Spark data source's
-executors read (DESIGN.md "Spark reads Redis directly from its executors").
+executors read (docs/architecture.md "Design decisions": Spark reads Redis directly from its
+executors).
 """
 
 from __future__ import annotations

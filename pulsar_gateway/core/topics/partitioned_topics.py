@@ -33,9 +33,9 @@ from pulsar_gateway.core.errors import (
 )
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.policies.topic_creation import TopicCreationRules
+from pulsar_gateway.core.storage import policy_store, registry, topic_store
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import texts
 from pulsar_gateway.core.storage.scripts import topics as scripts
 from pulsar_gateway.core.storage.scripts.topics import DeleteTopicStatus, MetadataOperation
 from pulsar_gateway.core.topics.topic import RequireNamespace
@@ -72,10 +72,7 @@ class PartitionedTopics:
         """
         if topic.partition_index >= 0:
             return 0
-        raw = await self._lane.call(
-            "HGET", self._keys.namespace_partitioned(topic.namespace), str(topic)
-        )
-        return int(raw) if raw is not None else 0
+        return await registry.partition_count(self._lane, self._keys, topic)
 
     async def client_partitions(self, topic: TopicName) -> int:
         """:meth:`partitions` for a client about to attach (PARTITIONED_METADATA, the
@@ -112,14 +109,12 @@ class PartitionedTopics:
 
     async def exists(self, topic: TopicName) -> bool:
         """Whether a non-partitioned topic (or a partition) of that name exists."""
-        key = self._keys.namespace_topics(topic.namespace)
-        return bool(await self._lane.call("SISMEMBER", key, str(topic)))
+        return await registry.topic_listed(self._lane, self._keys, topic)
 
     async def topics(self, namespace: str, domain: str | None = None) -> list[str]:
         """Sorted full names of the namespace's topics and partitions (no partitioned base
         names), as Pulsar's ``getList`` and GET_TOPICS_OF_NAMESPACE answer them."""
-        members = await self._lane.call("SMEMBERS", self._keys.namespace_topics(namespace))
-        names = sorted(texts(members))
+        names = sorted(await registry.topic_names(self._lane, self._keys, namespace))
         if domain is not None:
             names = [n for n in names if n.startswith(f"{domain}://")]
         return names
@@ -133,22 +128,17 @@ class PartitionedTopics:
         walk one node's keys only.
         """
         lane, keys = self._lane, self._keys
-        tenants = texts(await lane.call("HKEYS", keys.tenants))
-        listed = await asyncio.gather(
-            *(lane.call("SMEMBERS", keys.tenant_namespaces(t)) for t in tenants)
-        )
-        namespaces = sorted({ns for batch in listed for ns in texts(batch)})
-        members = await asyncio.gather(
-            *(lane.call("SMEMBERS", keys.namespace_topics(ns)) for ns in namespaces)
-        )
-        topics = list({name for batch in members for name in texts(batch)})
+        tenants = await registry.tenant_names(lane, keys)
+        listed = await asyncio.gather(*(registry.namespace_names(lane, keys, t) for t in tenants))
+        namespaces = sorted({ns for batch in listed for ns in batch})
+        members = await asyncio.gather(*(registry.topic_names(lane, keys, ns) for ns in namespaces))
+        topics = list({name for batch in members for name in batch})
         random.shuffle(topics)
         return topics
 
     async def partitioned_topics(self, namespace: str, domain: str | None = None) -> list[str]:
         """Sorted full names of the namespace's partitioned topics."""
-        raw = await self._lane.call("HKEYS", self._keys.namespace_partitioned(namespace))
-        names = sorted(texts(raw))
+        names = sorted(await registry.partitioned_topic_names(self._lane, self._keys, namespace))
         if domain is not None:
             names = [n for n in names if n.startswith(f"{domain}://")]
         return names
@@ -211,10 +201,9 @@ class PartitionedTopics:
 
     async def _copy_subscriptions(self, topic: TopicName, start: int, stop: int) -> None:
         first = self._keys.topic(topic.partition(0))
-        raw = await self._lane.call("HGETALL", first.subscriptions)
-        if not raw:
+        pairs = await topic_store.subscription_records(self._lane, first)
+        if not pairs:
             return
-        pairs = list(zip(raw[::2], raw[1::2], strict=True))
         await asyncio.gather(
             *(
                 scripts.copy_subscriptions(
@@ -241,7 +230,7 @@ class PartitionedTopics:
     async def _delete_keys(self, keys: TopicKeys, force: bool, dry_run: bool) -> bool:
         """Run ``delete_topic.lua`` on one partition; True when it had data."""
         for _ in range(5):
-            subs = texts(await self._lane.call("HKEYS", keys.subscriptions))
+            subs = await topic_store.subscription_names(self._lane, keys)
             # Producer registry keys are lease sets too: connected producers make it busy.
             status, existed = await scripts.delete_topic(
                 self._lane, keys, subscriptions=subs, force=force, dry_run=dry_run
@@ -268,14 +257,14 @@ class PartitionedTopics:
         had_data = await self._delete_keys(self._keys.topic(topic), force, dry_run=False)
         if not listed and not had_data:
             raise TopicNotFound(f"Topic {topic} not found")
-        await self._lane.call("SREM", self._keys.namespace_topics(topic.namespace), str(topic))
+        await registry.unlist_topic(self._lane, self._keys, topic)
         if topic.partition_index < 0:
             await self._delete_policies(topic)
 
     async def _delete_policies(self, topic: TopicName) -> None:
         # Pulsar deletes a topic's policies with the topic; the policies module hears the
         # change on its channel and drops its caches.
-        await self._lane.call("DEL", self._keys.topic_policies(topic))
+        await policy_store.delete_hash(self._lane, self._keys.topic_policies(topic))
         self._lane.notify(self._keys.policies_channel)
 
     async def delete_partitioned(self, topic: TopicName, force: bool) -> int:

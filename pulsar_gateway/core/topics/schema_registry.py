@@ -3,7 +3,8 @@
 A topic's schemas are a Redis list under the base topic's hash tag (the partitions of a
 partitioned topic share one schema, as in Pulsar, which keys schemas by the partitioned
 topic's name): index = version, 0, 1, 2... Versions travel on the wire as 8-byte
-big-endian int64 (``schema_version``; protocol brief G19).
+big-endian int64 (``schema_version``; the C++ client's ``lib/Int64SerDes.h``,
+docs/binary_protocol.md "Requests and responses").
 
 Deletion follows Pulsar's ``SchemaRegistryServiceImpl``: ``delete`` appends a deletion
 marker, which takes a version number of its own; the versions before the latest marker no
@@ -49,6 +50,7 @@ from pulsar_gateway.core.errors import IncompatibleSchema
 from pulsar_gateway.core.model.schema import SchemaData
 from pulsar_gateway.core.model.topic_name import TopicName
 from pulsar_gateway.core.policies.policies import Policies
+from pulsar_gateway.core.storage import topic_store
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import topics
@@ -134,7 +136,7 @@ class SchemaRegistry:
     # -- reads ----------------------------------------------------------------------------
 
     async def _stored(self, topic: TopicName) -> list[SchemaData]:
-        raw = await self._lane.call("LRANGE", self._key(topic), 0, -1)
+        raw = await topic_store.schemas(self._lane, self._topic_keys(topic))
         return [SchemaData.from_json(item) for item in raw]
 
     async def versions(self, topic: TopicName) -> list[tuple[int, SchemaData]]:
@@ -182,11 +184,6 @@ class SchemaRegistry:
         except IncompatibleSchema as exc:
             return False, strategy, str(exc)
         return True, strategy, ""
-
-    async def latest_version(self, topic: TopicName) -> int | None:
-        """The latest version number, None when the topic has no schema."""
-        stored = await self._stored(topic)
-        return len(stored) - 1 if stored and not stored[-1].deleted else None
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -254,10 +251,10 @@ class SchemaRegistry:
         """Delete the topic's schema; the version number the deletion answers with
         (``DeleteSchemaResponse``): the marker's, or with ``force`` the latest version
         removed, -1 when there was none."""
-        key = self._key(topic)
+        keys = self._topic_keys(topic)
         if force:
-            length = int(await self._lane.call("LLEN", key))
-            await self._lane.call("DEL", key)
+            length = await topic_store.schema_count(self._lane, keys)
+            await topic_store.delete_schemas(self._lane, keys)
             return length - 1
         marker = SchemaData.deletion(int(time.time() * 1000))
-        return int(await self._lane.call("RPUSH", key, marker.to_json())) - 1
+        return await topic_store.append_schema(self._lane, keys, marker.to_json()) - 1

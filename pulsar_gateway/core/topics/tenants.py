@@ -46,9 +46,10 @@ from pulsar_gateway.core.errors import (
     TenantNotFound,
     TopicNotFound,
 )
+from pulsar_gateway.core.storage import policy_store, registry
 from pulsar_gateway.core.storage.keys import KeySchema
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import metadata, text
+from pulsar_gateway.core.storage.scripts import metadata
 
 __all__ = [
     "DEFAULT_NAMESPACES",
@@ -162,22 +163,22 @@ class Tenants:
     async def _ensure_namespace(self, namespace: str) -> None:
         tenant = namespace.split("/", 1)[0]
         await asyncio.gather(
-            self._lane.call("SADD", self._keys.tenant_namespaces(tenant), namespace),
-            self._lane.call("HSETNX", self._keys.tenants, tenant, self._default_info),
+            registry.add_namespace(self._lane, self._keys, namespace),
+            registry.add_tenant(self._lane, self._keys, tenant, self._default_info),
         )
 
     # -- tenants -----------------------------------------------------------------------
 
     async def tenants(self) -> list[str]:
         """Sorted tenant names (Pulsar sorts ``getTenants``)."""
-        return sorted(text(t) for t in await self._lane.call("HKEYS", self._keys.tenants))
+        return sorted(await registry.tenant_names(self._lane, self._keys))
 
     async def tenant_exists(self, tenant: str) -> bool:
-        return bool(await self._lane.call("HEXISTS", self._keys.tenants, tenant))
+        return await registry.tenant_exists(self._lane, self._keys, tenant)
 
     async def get_tenant(self, tenant: str) -> TenantInfo:
         """Raises: TenantNotFound."""
-        raw = await self._lane.call("HGET", self._keys.tenants, tenant)
+        raw = await registry.tenant_info(self._lane, self._keys, tenant)
         if raw is None:
             raise TenantNotFound("Tenant does not exist")
         value = json.loads(raw)
@@ -188,8 +189,8 @@ class Tenants:
     async def create_tenant(self, tenant: str, info: TenantInfo) -> None:
         """Raises: InvalidNamespaceName, AlreadyExists."""
         check_tenant_name(tenant)
-        created = await self._lane.call(
-            "HSETNX", self._keys.tenants, tenant, json.dumps(info.to_json())
+        created = await registry.add_tenant(
+            self._lane, self._keys, tenant, json.dumps(info.to_json())
         )
         if not created:
             # Pulsar's text, typo included (TenantsBase.createTenant).
@@ -206,16 +207,15 @@ class Tenants:
     async def forget_tenant(self, tenant: str) -> None:
         """Remove the tenant and its namespace list (its namespaces are gone already)."""
         await asyncio.gather(
-            self._lane.call("HDEL", self._keys.tenants, tenant),
-            self._lane.call("DEL", self._keys.tenant_namespaces(tenant)),
+            registry.remove_tenant(self._lane, self._keys, tenant),
+            registry.delete_namespace_list(self._lane, self._keys, tenant),
         )
 
     # -- namespaces --------------------------------------------------------------------
 
     async def members(self, tenant: str) -> list[str]:
         """Sorted names of the namespaces recorded in ``tenant`` (no checks)."""
-        raw = await self._lane.call("SMEMBERS", self._keys.tenant_namespaces(tenant))
-        return sorted(text(m) for m in raw)
+        return sorted(await registry.namespace_names(self._lane, self._keys, tenant))
 
     async def namespaces(self, tenant: str) -> list[str]:
         """Sorted ``tenant/ns`` names of a tenant's namespaces.
@@ -231,9 +231,7 @@ class Tenants:
         return members
 
     async def namespace_exists(self, namespace: str) -> bool:
-        tenant = namespace.split("/", 1)[0]
-        key = self._keys.tenant_namespaces(tenant)
-        return bool(await self._lane.call("SISMEMBER", key, namespace))
+        return await registry.namespace_exists(self._lane, self._keys, namespace)
 
     async def require_namespace(self, namespace: str) -> None:
         """Raises: InvalidNamespaceName, NamespaceNotFound."""
@@ -266,24 +264,21 @@ class Tenants:
             raise TenantNotFound("Tenant does not exist")
         if await self.namespace_exists(namespace):
             raise AlreadyExists("Namespace already exists")
-        added = await self._lane.call("SADD", self._keys.tenant_namespaces(tenant), namespace)
+        added = await registry.add_namespace(self._lane, self._keys, namespace)
         if not added:  # another admin won the race
             raise AlreadyExists("Namespace already exists")
 
     async def forget_namespace(self, namespace: str) -> None:
         """Remove a namespace whose topics are gone: its topic lists, policies,
         permissions and its place in its tenant (also for a legacy ``tenant/cluster/ns``)."""
-        keys = self._keys
-        tenant = namespace.split("/", 1)[0]
+        lane, keys = self._lane, self._keys
         await asyncio.gather(
-            self._lane.call(
-                "DEL", keys.namespace_topics(namespace), keys.namespace_partitioned(namespace)
-            ),
-            self._lane.call("DEL", keys.namespace_policies(namespace)),
-            self._lane.call("DEL", keys.namespace_permissions(namespace)),
-            self._lane.call("DEL", keys.topic_permissions(namespace)),
-            self._lane.call("DEL", keys.subscription_permissions(namespace)),
-            self._lane.call("SREM", keys.tenant_namespaces(tenant), namespace),
+            registry.delete_topic_lists(lane, keys, namespace),
+            policy_store.delete_hash(lane, keys.namespace_policies(namespace)),
+            policy_store.delete_hash(lane, keys.namespace_permissions(namespace)),
+            policy_store.delete_hash(lane, keys.topic_permissions(namespace)),
+            policy_store.delete_hash(lane, keys.subscription_permissions(namespace)),
+            registry.remove_namespace(lane, keys, namespace),
         )
         # Every gateway drops its cached policies of the namespace.
         self._lane.notify(keys.policies_channel)

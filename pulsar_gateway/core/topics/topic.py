@@ -1,13 +1,13 @@
 """A topic (or one partition of a partitioned topic) as the core sees it.
 
-One Redis stream per topic partition (DESIGN.md): entries are appended by producers, and
-each subscription is a consumer group on the stream. Topics are created on first use inside an
-existing namespace when the namespace's rules allow it (Pulsar's ``allowAutoTopicCreation``
-and ``maxTopicsPerNamespace``, :mod:`pulsar_gateway.core.policies.topic_creation`): every
-producer and subscription checks the namespace and registers the name in its namespace's
-topic set (one ``SISMEMBER`` and one script per attach, so a topic deleted by the admin API
-and used again is created again on any gateway); the stream itself appears with the first
-entry or subscription.
+One Redis stream per topic partition (docs/architecture.md "Design decisions"): entries are
+appended by producers, and each subscription is a consumer group on the stream. Topics are
+created on first use inside an existing namespace when the namespace's rules allow it (Pulsar's
+``allowAutoTopicCreation`` and ``maxTopicsPerNamespace``,
+:mod:`pulsar_gateway.core.policies.topic_creation`): every producer and subscription checks the
+namespace and registers the name in its namespace's topic set (one ``SISMEMBER`` and one script
+per attach, so a topic deleted by the admin API and used again is created again on any gateway);
+the stream itself appears with the first entry or subscription.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pulsar_gateway.core.errors import TooManyTopics, TopicNotFound
 from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.model.topic_name import TopicName, parse_topic_name
 from pulsar_gateway.core.policies.topic_creation import TopicCreationRules
+from pulsar_gateway.core.storage import topic_store
 from pulsar_gateway.core.storage.keys import KeySchema, TopicKeys
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts import texts
 from pulsar_gateway.core.storage.scripts.topics import RegisterStatus, topic_register
 
 __all__ = ["Topic", "Topics"]
@@ -87,12 +87,12 @@ class Topic:
 
     async def subscriptions(self) -> list[str]:
         """The names of the partition's subscriptions (its ``subs`` hash), in no order."""
-        return texts(await self.subscriptions_reply())
+        return await self.subscriptions_reply()
 
-    def subscriptions_reply(self) -> asyncio.Future[list[bytes]]:
-        """The ``HKEYS`` reply behind :meth:`subscriptions`, queued now: a caller reading
-        many topics awaits all their futures at once (one pipeline, no task per topic)."""
-        return self._lane.call("HKEYS", self.keys.subscriptions)
+    def subscriptions_reply(self) -> asyncio.Future[list[str]]:
+        """:meth:`subscriptions`, queued now: a caller reading many topics awaits all their
+        futures at once (one pipeline, no task per topic)."""
+        return topic_store.subscription_names(self._lane, self.keys)
 
     def notify(self) -> None:
         """Wake every gateway's dispatchers of this topic after the current pipeline."""

@@ -4,13 +4,15 @@
 KEYS: the subscription keys (lib.lua sub_keys)
 ARGV[1] subscription name   ARGV[2] consumer uid
 ARGV[3..] stream ids to redeliver; none = every unacked entry of the consumer (what the
-          client sends for Exclusive and Failover, protocol brief 3.3)
+          client sends for Exclusive and Failover: docs/binary_protocol.md
+          "Consuming, acknowledging, seeking")
 
 Only entries still pending and owned by this consumer move (an id already acked, or since
 given to another consumer, is ignored, as Pulsar does). An id naming a chunk (entry field
 u = "<chunk id>:<uuid>") brings the earlier chunks of its message this consumer holds
 along: the 4.2.0 client nacks a chunked message by its last chunk only and could not
-reassemble it otherwise (protocol brief section 9).
+reassemble it otherwise (``lib/NegativeAcksTracker.cc`` in apache/pulsar-client-cpp v4.2.0;
+docs/binary_protocol.md "Batches, compression and chunks").
 Returns the number of entries parked.
 ]]
 local stream, group, uid, parked = sub_keys().stream, ARGV[1], ARGV[2], PARKED
