@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import socket
 import ssl
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,22 @@ from tests.tlscerts import Authority, CertFiles, make_authority
 from tests.wsclient import full
 
 RECEIVE_MS = int(TIMEOUT * 1000)
+
+#: These tests fail TLS handshakes on purpose. On Python 3.11 a failed server-side handshake
+#: can leave asyncio's socket transport of that connection in a reference cycle, unclosed,
+#: until the garbage collector finds it and warns (asyncio's sslproto, python/cpython#109534).
+#: The handshake never reached the gateway's protocol, so the warning says nothing of the
+#: gateway's own connections; it is ignored here, and the cycles are collected before the
+#: module ends so that no later test meets them.
+pytestmark = pytest.mark.filterwarnings("ignore:unclosed transport:ResourceWarning")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_failed_handshakes() -> Iterator[None]:
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 @pytest.fixture(scope="module")
