@@ -125,7 +125,7 @@ from pulsar_gateway.core.policies.policies import (
     SUBSCRIPTION_EXPIRATION_POLICY,
     SUBSCRIPTION_TYPES_POLICY,
 )
-from pulsar_gateway.core.policies.rate_limits import PublishRateLimiter, PublishThrottle
+from pulsar_gateway.core.policies.rate_limits import PublishThrottle
 from pulsar_gateway.core.policies.unacked_limits import (
     MAX_UNACKED_PER_CONSUMER_POLICY,
     MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
@@ -219,7 +219,6 @@ __all__ = [
     "ProducerHandle",
     "ProducerNotFound",
     "PublishBuffer",
-    "PublishRateLimiter",
     "PublishThrottle",
     "ScheduledMessage",
     "SchemaData",

@@ -208,6 +208,7 @@ def build(
         cluster_name=config.cluster_name,
         gateway_id=gateway_id,
         publish_buffer=publish_buffer,
+        rate_limits=rate_limits,
     )
     non_persistent = consuming.NonPersistentSubscriptions(
         lane, notifier, metrics, meters.topic, lease_ms

@@ -50,7 +50,6 @@ from pulsar_gateway.core import (
     PARTITION_SUFFIX,
     GatewayError,
     ProducerHandle,
-    PublishRateLimiter,
     PublishThrottle,
     SchemaData,
     Services,
@@ -208,12 +207,12 @@ def _publish(
     version: bytes | None,
     now: int,
     max_size: int,
-    rate: tuple[PublishRateLimiter, PublishThrottle] | None = None,
+    throttle: PublishThrottle,
 ) -> asyncio.Future[bytes | int | None]:
     """Queue one message's append: its future resolves with the stream id (None or 0 for
     a duplicate or a fenced producer: nothing stored), or fails with why it was refused.
     A future per message, no task: a request's appends share the lane's pipelines. The
-    message takes its tokens from ``rate``'s limiter, which may pause the throttle."""
+    message takes its tokens from its topic's publish rate, which may pause ``throttle``."""
     message, sequence_id = request.message, request.sequence_id
     if request.deliver_after_ms and message.deliver_at is None:
         message.deliver_at = now + request.deliver_after_ms
@@ -224,8 +223,8 @@ def _publish(
         fut = producer.publish_message(
             blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
         )
-        if rate is not None and rate[0].limited:
-            rate[1].acquire(rate[0], 1, len(blob))
+        if producer.publish_rate.limited:
+            throttle.acquire(producer.publish_rate, 1, len(blob))
         return fut
     except (GatewayError, ValueError) as exc:
         refused: asyncio.Future[bytes | int | None] = asyncio.get_running_loop().create_future()
@@ -287,11 +286,9 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
     version = encode_version(version_number) if version_number >= 0 else None
 
     producers: dict[str, ProducerHandle] = {}
-    rates: dict[str, tuple[PublishRateLimiter, PublishThrottle]] = {}
     throttle = PublishThrottle()
     for target in targets:
         producers[str(target)] = await services.producers.publisher(target, producer_name)
-        rates[str(target)] = (await services.rate_limits.publish(target), throttle)
     now = int(time.time() * 1000)
     max_size = services.limits.max_message_size
     count = len(targets)
@@ -309,7 +306,7 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
         while queued < len(messages) and len(appends) < window and not throttle.throttled:
             target = str(targets[queued % count])
             appends.append(
-                _publish(producers[target], messages[queued], version, now, max_size, rates[target])
+                _publish(producers[target], messages[queued], version, now, max_size, throttle)
             )
             queued += 1
 

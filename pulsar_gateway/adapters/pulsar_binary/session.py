@@ -48,7 +48,6 @@ from pulsar_gateway.core import (
     NotAllowed,
     ProducerAccessMode,
     ProducerHandle,
-    PublishRateLimiter,
     PublishThrottle,
     Services,
     SubscriptionType,
@@ -166,9 +165,8 @@ class Session:
         #: per producer, its SENDs not answered yet, in send order: (producer id, sequence
         #: id, the append's future or None, the refusal or None)
         self._answers: dict[ProducerHandle, deque[_Answer]] = {}
-        #: per producer, its topic's publish rate on this gateway; the rates that paused
-        #: the connection, and when to look at them again
-        self._publish_rates: dict[ProducerHandle, PublishRateLimiter] = {}
+        #: the producers' topic publish rates that paused the connection, and when to look
+        #: at them again
         self._publish_throttle = PublishThrottle()
         self._rate_check: asyncio.TimerHandle | None = None
         self.consumers: dict[int, ConsumerHandle] = {}
@@ -435,7 +433,6 @@ class Session:
                 self._error(cmd.request_id, refusal)
                 return
             try:
-                publish_rate = await self.services.rate_limits.publish(cmd.topic)
                 producer = await self.services.producers.create(
                     cmd.topic,
                     cmd.producer_name,
@@ -459,7 +456,6 @@ class Session:
             producer.client = self._client_info()
             producer.on_lost = lambda p: self._producer_lost(producer_id, p)
             self.producers[producer_id] = producer
-            self._publish_rates[producer] = publish_rate
             if producer.waiting:
                 # WaitForExclusive: "queued" now, the real answer when it gets the topic.
                 self.conn.send_producer_success(cmd.request_id, producer.name, producer_ready=False)
@@ -469,7 +465,6 @@ class Session:
                 except GatewayError as exc:
                     if self.producers.get(producer_id) is producer:
                         del self.producers[producer_id]
-                        self._publish_rates.pop(producer, None)
                         self._error(cmd.request_id, exc)
                     return
                 if self.closed or self.producers.get(producer_id) is not producer:
@@ -484,7 +479,6 @@ class Session:
         the next PRODUCER."""
         if self.producers.get(producer_id) is producer:
             del self.producers[producer_id]
-            self._publish_rates.pop(producer, None)
             if not self.closed:
                 self._closed_by_gateway(producer_id)
                 self.wants_flush()
@@ -574,12 +568,10 @@ class Session:
             self._queue_answer(producer, (producer_id, sequence_id, None, exc))
             return
         self._queue_answer(producer, (producer_id, sequence_id, fut, None))
-        rate = self._publish_rates.get(producer)
+        rate = producer.publish_rate
         # the topic's publishRate (PublishRateLimiterImpl.handlePublishThrottling)
-        if (
-            rate is not None
-            and rate.limited
-            and self._publish_throttle.acquire(rate, max(size, 1), len(cmd.payload.blob))
+        if rate.limited and self._publish_throttle.acquire(
+            rate, max(size, 1), len(cmd.payload.blob)
         ):
             self.throttle.mark(ThrottleType.TOPIC_PUBLISH_RATE)
             self._arm_rate_check(self._publish_throttle.delay())
@@ -663,7 +655,6 @@ class Session:
                 log.warning("append failed on %s: %s", producer.topic_name, exc)
             if self.producers.get(producer_id) is producer:
                 del self.producers[producer_id]
-                self._publish_rates.pop(producer, None)
                 self._closed_by_gateway(producer_id)
                 self._spawn(self.services.producers.close(producer))
         elif entry_id is None:
@@ -696,7 +687,6 @@ class Session:
             # SUCCESS always, also for unknown ids (docs/binary_protocol.md "Sending").
             self.conn.send_success(cmd.request_id)
             return
-        self._publish_rates.pop(producer, None)
 
         async def run() -> None:
             # Released before SUCCESS, so the name is free once the client hears back.
@@ -939,7 +929,6 @@ class Session:
             self._rate_check = None
         producers = list(self.producers.values())
         self.producers.clear()
-        self._publish_rates.clear()
         for producer in producers:
             try:
                 await self.services.producers.close(producer)

@@ -49,7 +49,6 @@ from pulsar_gateway.core import (
     MessageId,
     MessageTooLarge,
     ProducerHandle,
-    PublishRateLimiter,
     PublishThrottle,
     Services,
     TopicName,
@@ -70,14 +69,12 @@ class TopicProducer:
         producers: Sequence[ProducerHandle],
         params: ProducerParams,
         router: PartitionRouter | None,
-        publish_rates: Sequence[PublishRateLimiter] = (),
     ) -> None:
         self.services = services
         self.producers = list(producers)
         self.params = params
         self.router = router
-        #: each producer's topic publish rate, and the rates that pause this producer
-        self.publish_rates = list(publish_rates) or [PublishRateLimiter() for _ in producers]
+        #: the producers' topic publish rates that pause this producer
         self.throttle = PublishThrottle()
         first = params.initial_sequence_id
         # ProducerImpl: the next id follows the higher of initialSequenceId and the
@@ -95,7 +92,6 @@ class TopicProducer:
         """
         partitions = await services.topics.client_partitions(topic)
         names = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
-        rates = [await services.rate_limits.publish(name) for name in names]
         producers: list[ProducerHandle] = []
         try:
             for name in names:
@@ -110,7 +106,7 @@ class TopicProducer:
             if partitions
             else None
         )
-        return cls(services, producers, params, router, rates)
+        return cls(services, producers, params, router)
 
     def publish(
         self, message: OutgoingMessage, sequence_id: int | None = None
@@ -141,7 +137,7 @@ class TopicProducer:
             publish_time=publish_time,
             deliver_at=message.deliver_at,
         )
-        rate = self.publish_rates[index]
+        rate = producer.publish_rate
         if rate.limited:  # the topic's publishRate (the session waits before its next frame)
             self.throttle.acquire(rate, 1, len(blob))
         return (index if self.router is not None else -1), fut

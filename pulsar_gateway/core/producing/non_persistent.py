@@ -23,6 +23,7 @@ from typing import Final, cast
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
 from pulsar_gateway.core.futures import resolved
+from pulsar_gateway.core.policies.rate_limits import PublishRateLimiter
 from pulsar_gateway.core.producing.producer import ProducerHandle, count_in
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.topics.topic import Topic
@@ -78,6 +79,7 @@ class NonPersistentProducer:
         self.deduplication = False
         self.waiting = False
         self.encrypted = False
+        self.publish_rate = PublishRateLimiter()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.ready.set_result(None)
         self.topic_epoch: int | None = None

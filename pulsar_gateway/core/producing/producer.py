@@ -40,6 +40,7 @@ from pulsar_gateway.core.policies.delayed_delivery import (
     DelayedDeliveryPolicy,
     DeliveryDelayNotAllowed,
 )
+from pulsar_gateway.core.policies.rate_limits import PublishRateLimiter
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts.append import append_entries, entry_options
@@ -97,6 +98,9 @@ class ProducerHandle(Protocol):
             the topic.
         on_lost: set by the adapter: called when the gateway closes the producer itself.
         producer_id, client: what the adapter knows (stats).
+        publish_rate: its topic's ``publishRate`` limiter on this gateway (set by the
+            producer service; an adapter takes each message's tokens from it and pauses
+            the producer when it is spent).
         encrypted: the client said it encrypts its messages (``CommandProducer.encrypted``);
             each of its messages must then carry encryption keys (checked by the adapter,
             which reads the metadata: Pulsar's ``Producer.checkAndStartPublish``).
@@ -114,6 +118,7 @@ class ProducerHandle(Protocol):
     client: ClientInfo
     on_lost: Callable[[ProducerHandle], None] | None
     encrypted: bool
+    publish_rate: PublishRateLimiter
 
     @property
     def checked(self) -> bool: ...
@@ -210,6 +215,7 @@ class Producer:
         #: adapters' frame limit)
         self.max_message_size = 0
         self.encrypted = False
+        self.publish_rate = PublishRateLimiter()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # A queued producer's client may be gone before its turn comes, and nobody awaits
         # the refusal then: reading it here keeps asyncio from logging it as unhandled.

@@ -38,6 +38,7 @@ from pulsar_gateway.core.policies.policies import (
     MAX_PRODUCERS_POLICY,
     Policies,
 )
+from pulsar_gateway.core.policies.rate_limits import PublishRateLimiter, RateLimits
 from pulsar_gateway.core.producing.non_persistent import NonPersistentIds, NonPersistentProducer
 from pulsar_gateway.core.producing.producer import (
     Producer,
@@ -85,6 +86,8 @@ class ProducerService:
         metrics: the gateway's counters; ``meters``: a topic's meters on this gateway.
         cluster_name, gateway_id: make generated producer names and uids fleet-unique.
         publish_buffer: the gateway's publish buffer, which every producer counts in.
+        rate_limits: the gateway's rate limiters: each producer gets its topic's publish
+            rate (None: no rates).
     """
 
     def __init__(
@@ -101,8 +104,10 @@ class ProducerService:
         cluster_name: str,
         gateway_id: str,
         publish_buffer: PublishBuffer | None = None,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self._lane = lane
+        self._rate_limits = rate_limits
         self.publish_buffer = publish_buffer or PublishBuffer(0)
         self._topics = topics
         self._registry = registry
@@ -160,6 +165,7 @@ class ProducerService:
             StorageError: Redis failed.
         """
         topic = self._topics.get(name)
+        publish_rate = await self._publish_rate(topic)
         await topic.register()
         if topic.name.persistent:
             counts = await topics.topic_counts(
@@ -178,7 +184,7 @@ class ProducerService:
             producer_name = generate_producer_name(self._cluster_name, self._gateway_id)
             user_provided_name = False
         if not topic.name.persistent:
-            return self._non_persistent(topic, producer_name)
+            return self._non_persistent(topic, producer_name, publish_rate)
         producer = await self._new_producer(
             topic,
             producer_name,
@@ -189,11 +195,14 @@ class ProducerService:
         producer.topic_epoch = topic_epoch
         producer.schema_version = version
         producer.encrypted = encrypted
+        producer.publish_rate = publish_rate
         await self._registry.add(producer)
         return producer
 
-    def _non_persistent(self, topic: Topic, producer_name: str) -> NonPersistentProducer:
-        return NonPersistentProducer(
+    def _non_persistent(
+        self, topic: Topic, producer_name: str, publish_rate: PublishRateLimiter
+    ) -> NonPersistentProducer:
+        producer = NonPersistentProducer(
             topic,
             producer_name,
             self._lane,
@@ -201,6 +210,15 @@ class ProducerService:
             self._np_ids,
             topic_meter=self._meters(topic.full_name).rate_in,
         )
+        producer.publish_rate = publish_rate
+        return producer
+
+    async def _publish_rate(self, topic: Topic) -> PublishRateLimiter:
+        """The ``publishRate`` limiter of the topic (partition) on this gateway, shared by
+        its producers here (an unlimited one without rate limits)."""
+        if self._rate_limits is None:
+            return PublishRateLimiter()
+        return await self._rate_limits.publish(topic.name)
 
     async def _new_producer(
         self,
@@ -257,9 +275,10 @@ class ProducerService:
             EncryptionRequired: the namespace requires encryption.
         """
         topic = self._topics.get(name)
+        publish_rate = await self._publish_rate(topic)
         await topic.register()
         if not topic.name.persistent:
-            return self._non_persistent(topic, producer_name)
+            return self._non_persistent(topic, producer_name, publish_rate)
         if (await topics.topic_counts(self._lane, topic.keys)).terminated:
             raise TopicTerminated("Topic was already terminated")
         # Pulsar's REST produce checks no quota (a TODO in TopicsBase) and no encryption
@@ -267,7 +286,9 @@ class ProducerService:
         # the namespace's policies (it cannot encrypt: the gateway holds no keys).
         await backlog_quota.check_producer(self._policies, self._lane, topic.name, topic.keys)
         await self._check_encryption(topic)
-        return await self._new_producer(topic, producer_name)
+        producer = await self._new_producer(topic, producer_name)
+        producer.publish_rate = publish_rate
+        return producer
 
     async def close(self, producer: ProducerHandle) -> None:
         """Release a producer (its client closed it, or the connection dropped)."""
