@@ -7,7 +7,7 @@
 * ``PGW_TEST_REDIS_CLUSTER=1`` puts both on a real Redis Cluster instead (3 masters and
   3 replicas, :mod:`tests.redis_cluster`): ``redis_url`` names one of its nodes (every
   gateway then runs its cluster lane) and ``redis_clean`` is a ``redis.cluster.RedisCluster``
-  client. ``tests/cluster_suite.txt`` lists the files ``./dev test`` runs that way too.
+  client. The files marked ``cluster`` are the ones ``./dev test`` runs that way too.
 * ``gateway`` / ``gateway_factory``: real gateways on that Redis, each running in its own
   thread and event loop (the official client's sync API blocks, so the gateway must not share
   the test's loop). ``gateway_process`` runs one as a subprocess of the real
@@ -19,6 +19,9 @@ Every gateway a test starts records the storage commands a Redis Cluster would r
 there were any.
 
 Timeouts are written in units of ``TIMEOUT`` seconds, scaled by ``PGW_TEST_TIME_SCALE``.
+
+Every test under ``tests/integration/<kind>/`` gets the marker of its kind
+(:data:`KIND_MARKERS`), so ``-m "not spark"`` leaves out the Spark tests.
 """
 
 from __future__ import annotations
@@ -57,6 +60,22 @@ TIME_SCALE = float(os.environ.get("PGW_TEST_TIME_SCALE", "1"))
 TIMEOUT = 10.0 * TIME_SCALE
 #: The tests run on a real Redis Cluster (``PGW_TEST_REDIS_CLUSTER=1``), not one node.
 ON_CLUSTER = os.environ.get("PGW_TEST_REDIS_CLUSTER", "") not in ("", "0")
+
+
+#: The folders of ``tests/integration`` whose tests carry a marker of the same name (declared
+#: in pyproject.toml); the other folders group ordinary tests and add none.
+KIND_MARKERS = ("spark", "chaos", "fuzz", "docker", "process")
+INTEGRATION = ROOT / "tests" / "integration"
+
+
+# tryfirst: the marks must be on the items before pytest's own hook deselects by ``-m``
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(INTEGRATION):
+            kind = item.path.relative_to(INTEGRATION).parts[0]
+            if kind in KIND_MARKERS:
+                item.add_marker(kind)
 
 
 def free_port() -> int:

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway import frame_codec
+from pulsar_gateway.entry_codec import make_blob
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import TIMEOUT, GatewayThread
 from tests.frames import command
@@ -38,10 +39,10 @@ class RawConnection:
         self.timeout = timeout
         self.sock = socket.create_connection(("127.0.0.1", gateway.gateway.port), timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.decoder = codec.FrameDecoder(1 << 30)
+        self.decoder = frame_codec.FrameDecoder(1 << 30)
         #: Every frame received, in order.
-        self.received: list[codec.Frame] = []
-        self._unread: list[codec.Frame] = []
+        self.received: list[frame_codec.Frame] = []
+        self._unread: list[frame_codec.Frame] = []
         self.eof = False
         self._request_ids = iter(range(1000, 1 << 62))
 
@@ -63,10 +64,10 @@ class RawConnection:
         self.sock.sendall(data)
 
     def send(self, cmd: pb.BaseCommand) -> None:
-        self.send_bytes(codec.encode_command(cmd))
+        self.send_bytes(frame_codec.encode_command(cmd))
 
     def send_payload(self, cmd: pb.BaseCommand, blob: bytes) -> None:
-        self.send_bytes(codec.encode_payload_command(cmd, blob))
+        self.send_bytes(frame_codec.encode_payload_command(cmd, blob))
 
     def _read_some(self, deadline: float) -> bool:
         """Receive once; False on timeout. Sets ``eof`` when the peer closed."""
@@ -130,7 +131,7 @@ class RawConnection:
         while not self.eof:
             try:
                 more = self._read_some(deadline)
-            except codec.CodecError:
+            except frame_codec.CodecError:
                 raise AssertionError("the gateway sent a malformed frame") from None
             if not more:
                 raise AssertionError(
@@ -181,7 +182,7 @@ class RawConnection:
             sequence_id=sequence_id,
             publish_time=int(time.time() * 1000) if publish_time is None else publish_time,
         )
-        blob = bytearray(codec.make_blob(metadata, payload))
+        blob = bytearray(make_blob(metadata, payload))
         if corrupt == "crc":
             blob[2] ^= 0xFF
         elif corrupt == "payload":

@@ -8,7 +8,7 @@ Packages, from the bottom layer up; each imports only from the layers below it (
 checks it):
 
 * :mod:`.model`: topic names, message ids, the stored-entry format, subscription types,
-  schemas. Pure, no I/O.
+  schemas, the Java client's key hashes. Pure, no I/O.
 * :mod:`.storage`: the pipelined lane, notifications, the key schema, the Lua scripts and
   their typed calls, the embedded redis-server.
 * :mod:`.policies`: namespace and topic policies, authentication, authorization.
@@ -35,6 +35,7 @@ from pulsar_gateway.core.consuming.consumer import (
     LastMessageId,
     redeliver_unacknowledged,
 )
+from pulsar_gateway.core.consuming.subscription_service import SubscriptionService
 from pulsar_gateway.core.errors import (
     AlreadyExists,
     AuthenticationError,
@@ -73,6 +74,7 @@ from pulsar_gateway.core.errors import (
     TopicNotFound,
     TopicTerminated,
 )
+from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo
 from pulsar_gateway.core.gate import Gate
 from pulsar_gateway.core.model.access_mode import ProducerAccessMode
@@ -83,9 +85,11 @@ from pulsar_gateway.core.model.entry import (
     StoredEntry,
     decode_ack_set,
 )
+from pulsar_gateway.core.model.key_hash import java_string_hash, murmur3_32_hash
 from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
 from pulsar_gateway.core.model.message_id import (
     MessageId,
+    parse_stream_id,
     signed64,
     start_position,
     stream_id,
@@ -101,7 +105,11 @@ from pulsar_gateway.core.model.schema import (
 from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
 from pulsar_gateway.core.model.topic_name import PARTITION_SUFFIX, TopicName, parse_topic_name
 from pulsar_gateway.core.policies.authentication import AuthenticatedRole
-from pulsar_gateway.core.policies.authorization import AuthAction, parse_actions
+from pulsar_gateway.core.policies.authorization import (
+    AuthAction,
+    AuthorizationService,
+    parse_actions,
+)
 from pulsar_gateway.core.policies.backlog_quota import (
     BACKLOG_QUOTA_POLICY,
     QUOTA_TYPES,
@@ -130,10 +138,13 @@ from pulsar_gateway.core.policies.unacked_limits import (
     MAX_UNACKED_PER_CONSUMER_POLICY,
     MAX_UNACKED_PER_SUBSCRIPTION_POLICY,
 )
-from pulsar_gateway.core.producing.producer import ProducerHandle
+from pulsar_gateway.core.producing.producer import EntryToAppend, ProducerHandle
+from pulsar_gateway.core.producing.producer_service import ProducerService
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.services import Limits, Services
-from pulsar_gateway.core.topics.cluster import UnknownListener
+from pulsar_gateway.core.storage.scripts.append import AppendOutcome, AppendStatus
+from pulsar_gateway.core.topics.cluster import Cluster, UnknownListener
+from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
 from pulsar_gateway.core.topics.schema_compatibility import AUTO_UPDATE_STRATEGIES
 from pulsar_gateway.core.topics.schema_compatibility import STRATEGIES as SCHEMA_STRATEGIES
 from pulsar_gateway.core.topics.schema_registry import (
@@ -143,8 +154,14 @@ from pulsar_gateway.core.topics.schema_registry import (
     DEFAULT_ALLOW_AUTO_UPDATE,
     DEFAULT_VALIDATION_ENFORCED,
     VALIDATION_ENFORCED_POLICY,
+    SchemaRegistry,
 )
-from pulsar_gateway.core.topics.tenants import TenantInfo, check_namespace_name, check_tenant_name
+from pulsar_gateway.core.topics.tenants import (
+    TenantInfo,
+    Tenants,
+    check_namespace_name,
+    check_tenant_name,
+)
 
 __all__ = [
     "ALLOW_AUTO_UPDATE_POLICY",
@@ -172,11 +189,15 @@ __all__ = [
     "SUBSCRIPTION_TYPES_POLICY",
     "VALIDATION_ENFORCED_POLICY",
     "AlreadyExists",
+    "AppendOutcome",
+    "AppendStatus",
     "AuthAction",
     "AuthenticatedRole",
     "AuthenticationError",
     "AuthorizationError",
+    "AuthorizationService",
     "ClientInfo",
+    "Cluster",
     "CompactionAlreadyRunning",
     "ConcurrentModification",
     "ConsumerAssignError",
@@ -191,8 +212,10 @@ __all__ = [
     "EncryptionRequired",
     "EntryFormatError",
     "EntryInspector",
+    "EntryToAppend",
     "Gate",
     "GatewayError",
+    "GatewayMetrics",
     "IncompatibleSchema",
     "InitialPosition",
     "InvalidNamespaceName",
@@ -210,6 +233,7 @@ __all__ = [
     "NamespaceNotFound",
     "NotAllowed",
     "NotEmpty",
+    "PartitionedTopics",
     "ProducerAccessMode",
     "ProducerBlockedQuotaExceeded",
     "ProducerBlockedQuotaExceededError",
@@ -218,10 +242,12 @@ __all__ = [
     "ProducerFenced",
     "ProducerHandle",
     "ProducerNotFound",
+    "ProducerService",
     "PublishBuffer",
     "PublishThrottle",
     "ScheduledMessage",
     "SchemaData",
+    "SchemaRegistry",
     "ServiceNotReady",
     "Services",
     "StorageError",
@@ -229,9 +255,11 @@ __all__ = [
     "SubscriptionBusy",
     "SubscriptionConflict",
     "SubscriptionNotFound",
+    "SubscriptionService",
     "SubscriptionType",
     "TenantInfo",
     "TenantNotFound",
+    "Tenants",
     "TooManyTopics",
     "TopicBusy",
     "TopicConflict",
@@ -246,9 +274,12 @@ __all__ = [
     "encode_version",
     "exceeds_retention",
     "format_time",
+    "java_string_hash",
+    "murmur3_32_hash",
     "parse_actions",
     "parse_backlog_quota",
     "parse_quota_type",
+    "parse_stream_id",
     "parse_topic_name",
     "redeliver_unacknowledged",
     "schema_type_name",

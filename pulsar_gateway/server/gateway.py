@@ -17,10 +17,10 @@ from aiohttp import web
 from redis.asyncio import Redis
 
 from pulsar_gateway.adapters.http.app import SERVER_LOGGER, make_app
-from pulsar_gateway.adapters.pulsar_binary.entry_format import BinaryEntryInspector
 from pulsar_gateway.adapters.pulsar_binary.server import BinaryServer, ConnectionLimits
 from pulsar_gateway.core import Services
 from pulsar_gateway.core.storage import EmbeddedRedis, is_cluster
+from pulsar_gateway.entry_codec import BinaryEntryInspector
 from pulsar_gateway.server import wiring
 from pulsar_gateway.server.config import GatewayConfig
 from pulsar_gateway.server.tls import server_context

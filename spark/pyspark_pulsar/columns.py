@@ -9,7 +9,7 @@ as their Spark types, decoded as Pulsar's schemas encode them (big-endian number
 TIMESTAMP as ms); JSON and AVRO records flattened into one column per field.
 
 Messages are unbatched and decompressed by the gateway's own code
-(``pulsar_gateway.adapters.messages.unpack_entry``); a batch's messages get ids with their
+(``pulsar_gateway.entry_codec.unpack_entry``); a batch's messages get ids with their
 batch index and batch size, as the official client's ids carry them.
 """
 
@@ -46,8 +46,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pulsar_gateway.adapters.messages import ReceivedMessage, serialize_message_id
 from pulsar_gateway.core import SchemaData, decode_version
+from pulsar_gateway.entry_codec import ReceivedMessage, serialize_message_id
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["META_FIELDS", "RowBatcher", "UnsupportedSchema", "ValueFormat"]

@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from pulsar_gateway.adapters.messages import deserialize_message_id
-from pulsar_gateway.core import MessageId
+from pulsar_gateway.core import MessageId, parse_stream_id
+from pulsar_gateway.entry_codec import deserialize_message_id
 
 __all__ = [
     "BEGINNING",
@@ -69,10 +69,10 @@ class Position:
         """
         place, _, added = text.partition("@")
         entry, _, index = place.partition(":")
-        ms, dash, seq = entry.partition("-")
-        if not dash:
+        if "-" not in entry:
             raise ValueError(f"not a stream position: {text!r}")
-        position = cls(int(ms), int(seq), int(index) if index else -1, int(added) if added else -1)
+        ms, seq = parse_stream_id(entry)
+        position = cls(ms, seq, int(index) if index else -1, int(added) if added else -1)
         if (
             position.ms < 0
             or not 0 <= position.seq <= _MAX_SEQ

@@ -10,8 +10,8 @@ Second, a plain error when the gateway refuses something: the C++ client retries
 CONNECT until its operation timeout and then reports ``Timeout`` (docs/binary_protocol.md
 "Handshake and authentication"), where a task should fail at once with "AuthenticationError". So
 this module speaks the binary protocol directly, on one blocking socket, with the gateway's own
-sans-I/O codec (``pulsar_gateway.adapters.pulsar_binary.codec``) doing all framing, checksums
-and batch layout.
+sans-I/O codecs (the frame codec, ``pulsar_gateway.frame_codec``, and the stored-entry
+format, ``pulsar_gateway.entry_codec``) doing all framing, checksums and batch layout.
 
 What is spoken (the client behaviours it mirrors are in docs/binary_protocol.md, "What the
 official client expects of a server"):
@@ -31,7 +31,7 @@ official client expects of a server"):
   intervals is dropped, and its next call raises ConnectionError.
 * every ``send_batch`` is one batch entry (``num_messages_in_batch`` set, even for
   one row, as the official client does with batching on), optionally compressed as a
-  whole with the gateway's codecs (``entry_format.compress``).
+  whole with the gateway's codecs (``entry_codec.compress``).
 
 Deduplication works per entry: the gateway compares a batch's *first* sequence id with the
 stored high-water mark and drops or stores the whole entry. A batch that straddles the mark
@@ -57,9 +57,9 @@ from types import TracebackType
 from typing import Final, NoReturn
 from urllib.parse import urlsplit
 
-from pulsar_gateway.adapters.pulsar_binary import codec
-from pulsar_gateway.adapters.pulsar_binary.entry_format import compress
+from pulsar_gateway import frame_codec
 from pulsar_gateway.core import InvalidTopicName, parse_topic_name
+from pulsar_gateway.entry_codec import compress, encode_batch, make_blob
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["BatchProducer", "OutgoingRow", "PulsarClientError", "PulsarConnection"]
@@ -185,7 +185,7 @@ class PulsarConnection:
         addresses = _addresses(service_url)
         self.service_url = service_url
         self.operation_timeout = operation_timeout
-        self._decoder = codec.FrameDecoder()
+        self._decoder = frame_codec.FrameDecoder()
         self._producers: dict[int, BatchProducer] = {}
         self._responses: dict[int, pb.BaseCommand] = {}
         self._next_request_id = 0
@@ -203,7 +203,7 @@ class PulsarConnection:
         self.max_message_size: int = (
             connected.max_message_size
             if connected.HasField("max_message_size")
-            else codec.DEFAULT_MAX_MESSAGE_SIZE
+            else frame_codec.DEFAULT_MAX_MESSAGE_SIZE
         )
 
     # -- connection setup ------------------------------------------------------------------
@@ -228,7 +228,7 @@ class PulsarConnection:
         cmd.connect.auth_method_name = auth_method or "none"
         if auth_data is not None:
             cmd.connect.auth_data = auth_data
-        self._write(codec.encode_command(cmd))
+        self._write(frame_codec.encode_command(cmd))
         deadline = time.monotonic() + self.operation_timeout
         while True:
             reply = self._read_frame(deadline, "CONNECTED").command
@@ -390,7 +390,7 @@ class PulsarConnection:
 
     def _request(self, cmd: pb.BaseCommand, request_id: int, what: str) -> pb.BaseCommand:
         """Send a request and return its answer; an ERROR answer raises."""
-        self._write(codec.encode_command(cmd))
+        self._write(frame_codec.encode_command(cmd))
         self._wait(lambda: request_id in self._responses, what)
         response = self._responses.pop(request_id)
         if response.type == T.ERROR:
@@ -419,7 +419,7 @@ class PulsarConnection:
         except OSError as exc:
             self._fail(ConnectionError(f"connection to {self.service_url} failed: {exc}"))
 
-    def _dispatch(self, frame: codec.Frame) -> None:
+    def _dispatch(self, frame: frame_codec.Frame) -> None:
         cmd = frame.command
         kind = cmd.type
         if kind == T.SEND_RECEIPT:
@@ -431,7 +431,7 @@ class PulsarConnection:
             if (producer := self._producers.get(error.producer_id)) is not None:
                 producer._on_send_error(error)
         elif kind == T.PING:
-            self._write(codec.encode_command(pb.BaseCommand(type=T.PONG, pong={})))
+            self._write(frame_codec.encode_command(pb.BaseCommand(type=T.PONG, pong={})))
         elif kind == T.PRODUCER_SUCCESS:
             self._responses[cmd.producer_success.request_id] = cmd
         elif kind == T.SUCCESS:
@@ -451,7 +451,7 @@ class PulsarConnection:
                 producer._closed_by_gateway()
         # Anything else (PONG, consumer traffic) concerns no producer and is ignored.
 
-    def _read_frame(self, deadline: float, what: str) -> codec.Frame:
+    def _read_frame(self, deadline: float, what: str) -> frame_codec.Frame:
         self._check_usable()
         while (frame := self._next_frame()) is None:
             remaining = deadline - time.monotonic()
@@ -465,10 +465,10 @@ class PulsarConnection:
             self._receive()
         return frame
 
-    def _next_frame(self) -> codec.Frame | None:
+    def _next_frame(self) -> frame_codec.Frame | None:
         try:
             return self._decoder.next_frame()
-        except codec.CodecError as exc:
+        except frame_codec.CodecError as exc:
             self._fail(ConnectionError(f"bad frame from {self.service_url}: {exc}"))
 
     def _receive(self) -> None:
@@ -581,7 +581,7 @@ class BatchProducer:
         self._check_open()
         count = len(rows)
         highest = first_sequence_id + count - 1
-        batch = codec.encode_batch(
+        batch = encode_batch(
             (_single_metadata(row, first_sequence_id + index), row.payload)
             for index, row in enumerate(rows)
         )
@@ -603,7 +603,7 @@ class BatchProducer:
             metadata.compression = self._compression  # type: ignore[assignment]
             metadata.uncompressed_size = len(batch)
             batch = compress(self._compression, batch)
-        blob = codec.make_blob(metadata, batch)
+        blob = make_blob(metadata, batch)
         # The blob's first 10 bytes are magic, CRC and metadataSize; the limit is on the rest.
         if len(blob) - 10 > connection.max_message_size:
             raise ValueError(
@@ -615,7 +615,7 @@ class BatchProducer:
         cmd.send.sequence_id = first_sequence_id
         cmd.send.num_messages = count
         cmd.send.highest_sequence_id = highest
-        connection._write(codec.encode_payload_command(cmd, blob))
+        connection._write(frame_codec.encode_payload_command(cmd, blob))
         self._in_flight.append(_InFlight(first_sequence_id, count))
 
     def flush(self) -> None:

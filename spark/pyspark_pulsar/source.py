@@ -36,9 +36,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pulsar_gateway.adapters.messages import MessageFormatError, unpack_entry
-from pulsar_gateway.adapters.pulsar_binary.codec import CodecError, make_blob, parse_blob
 from pulsar_gateway.core import MessageId, StoredEntry, parse_topic_name
+from pulsar_gateway.entry_codec import (
+    CodecError,
+    MessageFormatError,
+    make_blob,
+    parse_blob,
+    unpack_entry,
+)
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from pyspark_pulsar.columns import RowBatcher, ValueFormat
 from pyspark_pulsar.offsets import (

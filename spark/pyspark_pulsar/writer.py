@@ -60,9 +60,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pulsar_gateway.adapters.pulsar_binary.codec import CodecError
-from pulsar_gateway.adapters.websocket.routing import java_string_hash
-from pulsar_gateway.core import PARTITION_SUFFIX, parse_topic_name
+from pulsar_gateway.core import PARTITION_SUFFIX, java_string_hash, parse_topic_name
+from pulsar_gateway.entry_codec import CodecError
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from pyspark_pulsar.options import OptionError, SinkOptions
 from pyspark_pulsar.producer import (

@@ -11,5 +11,5 @@ fleet of three gateways and one Redis while processes are SIGKILLed and restarte
 * :mod:`tests.chaos.run`: starts everything, kills at random, drains, judges.
 
 ``python -m tests.chaos`` is the long mode (five minutes of chaos by default);
-``tests/integration/test_chaos.py`` runs a short one in the suite.
+``tests/integration/chaos/test_chaos.py`` runs a short one in the suite.
 """

@@ -17,7 +17,7 @@
   memory before and after.
 
 ``python -m tests.fuzz`` is the long mode (a gateway process on its own redis-server, a
-million inputs by default); ``tests/integration/test_fuzz.py`` runs a bounded campaign in the
+million inputs by default); ``tests/integration/fuzz/test_fuzz.py`` runs a bounded campaign in the
 suite. Counting: one *input* is one thing written to the gateway on its own: a frame
 (well-formed or mutated), a chunk of garbage, an upgrade request, a WebSocket frame.
 """

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
-from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway import frame_codec
+from pulsar_gateway.entry_codec import make_blob
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.fuzz.hostile import Hostile, length_delimited, noise
 from tests.fuzz.stats import SessionStats
@@ -237,7 +238,7 @@ class BinarySession:
         meta = metadata.SerializePartialToString()
         if r.random() < 0.05:
             meta += self.hostile.raw_fields(pb.MessageMetadata.DESCRIPTOR)
-        blob = codec.make_blob(meta, payload)
+        blob = make_blob(meta, payload)
         if r.random() < 0.03:  # a checksum that does not match
             blob = blob[:2] + bytes(4) + blob[6:]
         return frame(self._serialized(cmd), blob), None
@@ -379,7 +380,7 @@ class BinarySession:
             _fill_required(sub, self.hostile)
         blob = b""
         if type_ in _PAYLOAD_TYPES and self.rng.random() < 0.7:
-            blob = codec.make_blob(self.hostile.blob(), self.hostile.blob())
+            blob = make_blob(self.hostile.blob(), self.hostile.blob())
         return frame(self._serialized(cmd), blob)
 
     def merged_raw(self) -> bytes:
@@ -422,7 +423,7 @@ async def _read_answers(
     stats: SessionStats,
 ) -> None:
     """Read and decode everything the gateway sends until it closes; answer its PINGs."""
-    decoder = codec.FrameDecoder(1 << 30)
+    decoder = frame_codec.FrameDecoder(1 << 30)
     while True:
         try:
             data = await reader.read(1 << 16)
@@ -445,7 +446,7 @@ async def _read_answers(
                 if cmd.type == T.PING and not writer.is_closing():
                     writer.write(frame(pb.BaseCommand(type=T.PONG).SerializeToString()))
                 session.answered(cmd)
-        except codec.CodecError as exc:
+        except frame_codec.CodecError as exc:
             stats.malformed_answers += 1
             stats.samples.append(f"binary answer the codec refuses: {exc}; {data[:200].hex()}")
             return

@@ -7,6 +7,12 @@
 * the core imports no adapter, no composition root and no wire format (``proto``);
 * an adapter imports from the core only ``pulsar_gateway.core`` itself, and only names it
   exports (its ``__all__``): never a core module, a lane, a key or a script;
+* the sans-I/O codecs, the stored-entry codec (``pulsar_gateway.entry_codec``) and the binary
+  frame codec (``pulsar_gateway.frame_codec``), sit below the adapters: they import no
+  adapter, no composition root and no Spark, and from the core only its public API; the
+  core imports neither;
+* the Spark data source imports from the gateway only the core's public API, the two codecs,
+  the key schema and scripts and the wire format (``proto``): nothing of an adapter;
 * no module imports a private name (``_x``) of another module;
 * no folder holds more than 15 modules;
 * no module of the core outside ``core/storage`` spells a Redis command: plain commands are
@@ -188,13 +194,19 @@ def test_core_layers_import_downwards_only() -> None:
 
 
 def test_the_core_knows_no_adapter_no_wire_format_and_no_composition_root() -> None:
-    outside = ("pulsar_gateway.adapters", "pulsar_gateway.proto", "pulsar_gateway.server")
+    outside = (
+        "pulsar_gateway.adapters",
+        "pulsar_gateway.entry_codec",
+        "pulsar_gateway.frame_codec",
+        "pulsar_gateway.proto",
+        "pulsar_gateway.server",
+    )
     wrong = [
         f"{name}:{imp.line} {imp.module}"
         for name, imports in IMPORTS.items()
         if name.startswith("pulsar_gateway.core")
         for imp in imports
-        if imp.module.startswith(outside)
+        if (_target(imp) or imp.module).startswith(outside)
     ]
     assert wrong == []
 
@@ -223,20 +235,39 @@ def test_adapters_use_only_the_core_public_api() -> None:
     assert wrong == []
 
 
+CODECS = ("pulsar_gateway.entry_codec", "pulsar_gateway.frame_codec")
+
+
+def test_the_codecs_sit_below_the_adapters() -> None:
+    public = _public_api()
+    outside = ("pulsar_gateway.adapters", "pulsar_gateway.server", "pyspark", "pyspark_pulsar")
+    wrong = []
+    for name, imports in IMPORTS.items():
+        if not name.startswith(CODECS):
+            continue
+        for imp in imports:
+            target = _target(imp) or imp.module
+            if target.startswith(outside) or (
+                target.startswith("pulsar_gateway.core")
+                and (imp.module != "pulsar_gateway.core" or imp.name not in public)
+            ):
+                wrong.append(f"{name}:{imp.line} {imp.module}.{imp.name}")
+    assert {"pulsar_gateway.entry_codec.blob", "pulsar_gateway.frame_codec"} <= set(SOURCES)
+    assert wrong == []
+
+
 #: What the Spark data source may take from the gateway besides the core's public API:
 #: the key schema and stored-entry format it reads Redis with (docs/architecture.md "Design
 #: decisions": one module owns the key schema and one the stored-entry format), the
-#: single-message codec, the binary protocol's codec and the Java client's key routing; and
-#: the scripts' sources, so a read by time finds its position with the gateway's own
-#: ``position_at_time.lua`` rather than a second copy of the ledger search.
+#: stored-entry codec (blobs, batches, single messages, message ids), the frame codec its
+#: producer speaks the binary protocol with, and the wire format; and the scripts' sources,
+#: so a read by time finds its position with the gateway's own ``position_at_time.lua``
+#: rather than a second copy of the ledger search.
 SPARK_MAY_IMPORT = (
     "pulsar_gateway.core.storage.keys",
     "pulsar_gateway.core.storage.scripts",
     "pulsar_gateway.core.model.entry",
-    "pulsar_gateway.adapters.messages",
-    "pulsar_gateway.adapters.pulsar_binary.codec",
-    "pulsar_gateway.adapters.pulsar_binary.entry_format",
-    "pulsar_gateway.adapters.websocket.routing",
+    *CODECS,
     "pulsar_gateway.proto",
 )
 
@@ -254,9 +285,7 @@ def test_the_spark_source_uses_only_the_shared_modules() -> None:
                 continue
             if module == "pulsar_gateway.core" and imp.name in public:
                 continue
-            if module == "pulsar_gateway.adapters.pulsar_binary" and imp.name == "codec":
-                continue
-            if not module.startswith(SPARK_MAY_IMPORT):
+            if not (_target(imp) or module).startswith(SPARK_MAY_IMPORT):
                 wrong.append(f"{name}:{imp.line} {module}.{imp.name}")
     assert wrong == []
 

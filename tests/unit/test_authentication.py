@@ -17,8 +17,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from pulsar_gateway import frame_codec
 from pulsar_gateway.adapters.peer_certificate import certificate_role
-from pulsar_gateway.adapters.pulsar_binary import codec
 from pulsar_gateway.adapters.pulsar_binary.connection import ConnectionState, ServerConnection
 from pulsar_gateway.core.errors import AuthenticationError
 from pulsar_gateway.core.policies.authentication import (
@@ -318,18 +318,18 @@ def connect_frame(method: str, data: bytes | None, refresh: bool = False) -> byt
         cmd.connect.auth_data = data
     if refresh:
         cmd.connect.feature_flags.supports_auth_refresh = True
-    return codec.encode_command(cmd)
+    return frame_codec.encode_command(cmd)
 
 
 def auth_response_frame(method: str, data: bytes) -> bytes:
     cmd = command(T.AUTH_RESPONSE, client_version="test")
     cmd.authResponse.response.auth_method_name = method
     cmd.authResponse.response.auth_data = data
-    return codec.encode_command(cmd)
+    return frame_codec.encode_command(cmd)
 
 
 def out(conn: ServerConnection) -> list[pb.BaseCommand]:
-    decoder = codec.FrameDecoder(1 << 20)
+    decoder = frame_codec.FrameDecoder(1 << 20)
     decoder.feed(conn.data_to_send())
     frames = []
     while (f := decoder.next_frame()) is not None:

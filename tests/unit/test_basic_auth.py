@@ -23,7 +23,7 @@ from pathlib import Path
 import jwt
 import pytest
 
-from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway import frame_codec
 from pulsar_gateway.adapters.pulsar_binary.connection import ConnectionState, ServerConnection
 from pulsar_gateway.core.errors import AuthenticationError
 from pulsar_gateway.core.policies.authentication import (
@@ -331,11 +331,11 @@ def connect_frame(method: str | None, data: bytes) -> bytes:
     fields = {} if method is None else {"auth_method_name": method}
     cmd = command(T.CONNECT, client_version="test", protocol_version=20, **fields)
     cmd.connect.auth_data = data
-    return codec.encode_command(cmd)
+    return frame_codec.encode_command(cmd)
 
 
 def answers(conn: ServerConnection) -> list[pb.BaseCommand]:
-    decoder = codec.FrameDecoder(1 << 20)
+    decoder = frame_codec.FrameDecoder(1 << 20)
     decoder.feed(conn.data_to_send())
     frames = []
     while (f := decoder.next_frame()) is not None:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway import entry_codec, frame_codec
 from pulsar_gateway.adapters.pulsar_binary.commands import (
     Connect,
     Flow,
@@ -71,7 +71,7 @@ CLIENT_ACCEPTS = frozenset(
 
 
 def frame(type_: int, **fields: Any) -> bytes:
-    return codec.encode_command(command(type_, **fields))
+    return frame_codec.encode_command(command(type_, **fields))
 
 
 def raw_frame(cmd: pb.BaseCommand) -> bytes:
@@ -84,24 +84,24 @@ def connect_frame(protocol_version: int | None = 20, client_version: str = "test
     cmd = command(T.CONNECT, client_version=client_version, auth_method_name="none")
     if protocol_version is not None:
         cmd.connect.protocol_version = protocol_version
-    return codec.encode_command(cmd)
+    return frame_codec.encode_command(cmd)
 
 
 def make_blob(payload: bytes = b"hello", sequence_id: int = 0) -> bytes:
     metadata = pb.MessageMetadata(
         producer_name="p", sequence_id=sequence_id, publish_time=int(time.time() * 1000)
     )
-    return codec.make_blob(metadata, payload)
+    return entry_codec.make_blob(metadata, payload)
 
 
 def send_frame(producer_id: int = 0, sequence_id: int = 0, blob: bytes | None = None) -> bytes:
     cmd = command(T.SEND, producer_id=producer_id, sequence_id=sequence_id)
-    return codec.encode_payload_command(cmd, make_blob() if blob is None else blob)
+    return frame_codec.encode_payload_command(cmd, make_blob() if blob is None else blob)
 
 
-def decode_all(data: bytes) -> list[codec.Frame]:
+def decode_all(data: bytes) -> list[frame_codec.Frame]:
     """Every frame in ``data`` (which must hold whole frames only)."""
-    decoder = codec.FrameDecoder(1 << 30)
+    decoder = frame_codec.FrameDecoder(1 << 30)
     decoder.feed(data)
     frames = []
     while (f := decoder.next_frame()) is not None:
@@ -224,7 +224,7 @@ def test_connected_defaults(conn: ServerConnection) -> None:
     conn.receive_data(connect_frame())
     cmd = only_command(conn)
     assert cmd.connected.protocol_version == PROTOCOL_VERSION == 20
-    assert cmd.connected.max_message_size == codec.DEFAULT_MAX_MESSAGE_SIZE
+    assert cmd.connected.max_message_size == frame_codec.DEFAULT_MAX_MESSAGE_SIZE
     assert cmd.connected.server_version
 
 
@@ -232,7 +232,7 @@ def test_connect_with_auth_data_is_passed_on(conn: ServerConnection) -> None:
     cmd = command(T.CONNECT, client_version="c", protocol_version=20)
     cmd.connect.auth_method_name = "token"
     cmd.connect.auth_data = b"eyJtoken"
-    conn.receive_data(codec.encode_command(cmd))
+    conn.receive_data(frame_codec.encode_command(cmd))
     (event,) = conn.events_received()
     assert isinstance(event, Connect)
     assert event.auth_method_name == "token"
@@ -445,12 +445,12 @@ def test_garbage_before_connect_closes(conn: ServerConnection) -> None:
     assert conn.data_to_send() == b""
 
 
-@pytest.mark.parametrize("max_message_size", [1024, codec.DEFAULT_MAX_MESSAGE_SIZE])
+@pytest.mark.parametrize("max_message_size", [1024, frame_codec.DEFAULT_MAX_MESSAGE_SIZE])
 def test_oversized_frame_header_closes(max_message_size: int) -> None:
     conn = ServerConnection(max_message_size=max_message_size)
     conn.receive_data(connect_frame())
     conn.data_to_send()
-    limit = max_message_size + codec.FRAME_PADDING
+    limit = max_message_size + frame_codec.FRAME_PADDING
     # totalSize counts the bytes after itself: totalSize + 4 == limit + 1.
     conn.receive_data(struct.pack(">I", limit - 3))
     assert_closed(conn)
@@ -467,7 +467,7 @@ def test_frame_of_exactly_the_limit_is_accepted() -> None:
     conn = ServerConnection(max_message_size=max_message_size)
     conn.receive_data(connect_frame())
     conn.events_received()
-    limit = max_message_size + codec.FRAME_PADDING
+    limit = max_message_size + frame_codec.FRAME_PADDING
     header = send_frame(blob=make_blob(b""))
     payload = b"x" * (limit - len(header))
     data = send_frame(blob=make_blob(payload))
@@ -505,7 +505,7 @@ def test_type_without_its_sub_message_closes(
         cmd.subscribe.subType = pb.CommandSubscribe.Shared
         cmd.subscribe.consumer_id = 1
         cmd.subscribe.request_id = 2
-    connected.receive_data(codec.encode_command(cmd))
+    connected.receive_data(frame_codec.encode_command(cmd))
     assert_closed(connected)
     assert connected.events_received() == []
 
@@ -596,7 +596,7 @@ def consumer_stats(request_id: int) -> bytes:
     cmd = pb.BaseCommand(type=T.CONSUMER_STATS)
     cmd.consumerStats.request_id = request_id
     cmd.consumerStats.consumer_id = 1
-    return codec.encode_command(cmd)
+    return frame_codec.encode_command(cmd)
 
 
 def test_unsupported_command_reaches_the_events(connected: ServerConnection) -> None:
@@ -660,7 +660,7 @@ Case = tuple[Callable[[ServerConnection], None], int, Callable[[Any], None]]
 def _check_connected(r: Any) -> None:
     assert r.server_version == "gw-test"
     assert r.HasField("protocol_version") and r.protocol_version == 20
-    assert r.max_message_size == codec.DEFAULT_MAX_MESSAGE_SIZE
+    assert r.max_message_size == frame_codec.DEFAULT_MAX_MESSAGE_SIZE
 
 
 def _check_pmr_ok(r: Any) -> None:

@@ -1,22 +1,21 @@
-"""The binary adapter's EntryInspector (compaction's view of stored blobs), and ack sets."""
+"""pulsar_gateway/entry_codec/inspector.py, the core's EntryInspector (compaction's view of
+stored blobs), the compression codecs, and ack sets."""
 
 from __future__ import annotations
 
 import pytest
 
-from pulsar_gateway.adapters.pulsar_binary.codec import (
+from pulsar_gateway.core.admin.compaction import MessageKey
+from pulsar_gateway.core.model.entry import EntryFormatError, ack_set_of_kept, decode_ack_set
+from pulsar_gateway.entry_codec import (
+    BinaryEntryInspector,
+    compress,
+    decompress,
     encode_batch,
     make_blob,
     parse_batch,
     parse_blob,
 )
-from pulsar_gateway.adapters.pulsar_binary.entry_format import (
-    BinaryEntryInspector,
-    compress,
-    decompress,
-)
-from pulsar_gateway.core.admin.compaction import MessageKey
-from pulsar_gateway.core.model.entry import EntryFormatError, ack_set_of_kept, decode_ack_set
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 CODECS = [pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY]

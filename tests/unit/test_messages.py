@@ -1,5 +1,5 @@
-"""pulsar_gateway/adapters/messages.py: single messages <-> stored entries, and base64 message
-ids."""
+"""pulsar_gateway/entry_codec/messages.py and message_id_data.py: single messages <-> stored
+entries, and base64 message ids."""
 
 from __future__ import annotations
 
@@ -8,18 +8,22 @@ import base64
 import pulsar
 import pytest
 
-from pulsar_gateway.adapters.messages import (
-    MessageFormatError,
-    OutgoingMessage,
-    decode_message_id,
-    encode_entry,
-    encode_message_id,
-    unpack_entry,
-)
-from pulsar_gateway.adapters.pulsar_binary.codec import encode_batch, make_blob, parse_blob
-from pulsar_gateway.adapters.pulsar_binary.entry_format import compress
+from pulsar_gateway.core import EntryToAppend
 from pulsar_gateway.core.model.entry import decode_ack_set
 from pulsar_gateway.core.model.message_id import MessageId
+from pulsar_gateway.entry_codec import (
+    MessageFormatError,
+    OutgoingMessage,
+    compress,
+    decode_message_id,
+    encode_batch,
+    encode_entry,
+    encode_message_id,
+    entry_to_append,
+    make_blob,
+    parse_blob,
+    unpack_entry,
+)
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 
@@ -161,3 +165,14 @@ def test_text_that_is_not_utf8_is_read_with_replacement_characters() -> None:
     assert got.key == "k\ufffd\ufffd"
     assert got.properties == {"k\ufffd\ufffd": "k\ufffd\ufffd"}
     assert got.payload == b"payload"
+
+
+def test_a_whole_message_records_its_own_sequence_id_and_keeps_its_key_and_delay() -> None:
+    message = OutgoingMessage(b"p", key="user-7", ordering_key=b"order-7", deliver_at=9_000)
+    blob = encode_entry(message, "producer", 41, 1_000)
+
+    entry = entry_to_append(message, blob, 41, 1_000)
+
+    assert entry == EntryToAppend(blob, 1, 41, 41, b"order-7", None, 1_000, 9_000)
+    keyed = OutgoingMessage(b"p", key="user-7")
+    assert entry_to_append(keyed, blob, 1, 0).sticky_key == b"user-7"

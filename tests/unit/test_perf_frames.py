@@ -9,7 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from pulsar_gateway.adapters.pulsar_binary.codec import FrameDecoder, parse_batch
+from pulsar_gateway.entry_codec import parse_batch
+from pulsar_gateway.frame_codec import FrameDecoder
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from tests.conftest import ROOT
 

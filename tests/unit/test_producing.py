@@ -28,9 +28,10 @@ from pulsar_gateway.core.policies.delayed_delivery import (
     DeliveryDelayNotAllowed,
 )
 from pulsar_gateway.core.policies.topic_creation import TopicCreationRules
-from pulsar_gateway.core.producing.producer import Producer, ProducerHandle
+from pulsar_gateway.core.producing.producer import EntryToAppend, Producer, ProducerHandle
 from pulsar_gateway.core.producing.producer_registry import ProducerRegistry
 from pulsar_gateway.core.storage.keys import KeySchema
+from pulsar_gateway.core.storage.scripts.append import AppendOutcome, AppendStatus
 from pulsar_gateway.core.topics.topic import Topic, Topics
 from tests.unit.fake_lane import FakeLane, replies
 
@@ -120,7 +121,15 @@ def gateway() -> Gateway:
     return gw
 
 
-# -- Producer.publish --------------------------------------------------------------------------
+# -- Producer.append ---------------------------------------------------------------------------
+
+
+def _entry(blob: bytes, num_messages: int = 1, **fields: Any) -> EntryToAppend:
+    return EntryToAppend(blob, num_messages, **fields)
+
+
+def _at(ledger_id: int, entry_id: int) -> AppendOutcome:
+    return AppendOutcome(AppendStatus.STORED, ledger_id, entry_id)
 
 
 @pytest.mark.parametrize(
@@ -135,17 +144,18 @@ def gateway() -> Gateway:
         pytest.param(
             1, {"publish_time": 1000, "deliver_at": 5000}, ",,,,,5000,0,", id="deliver-at"
         ),
+        pytest.param(1, {"sequence_id": 9, "record": 9}, "", id="sequence-id-unchecked"),
     ],
 )
-async def test_publish_appends_the_entry_in_the_topic_ledger(
+async def test_append_stores_the_entry_in_the_topic_ledger(
     gateway: Gateway, num_messages: int, options: dict[str, Any], fields: str
 ) -> None:
     producer = gateway.producer()
     keys = gateway.topic.keys
 
-    stream_id = await producer.publish(b"blob", num_messages, **options)
+    outcome = await producer.append(_entry(b"blob", num_messages, **options))
 
-    assert stream_id == b"1000-0"
+    assert outcome == _at(1000, 0)
     (call,) = gateway.lane.named("append_entries")
     assert call.keys == (keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch)
     # no checks: no epoch, producer name, sequence ids; the publish time rides along
@@ -154,34 +164,34 @@ async def test_publish_appends_the_entry_in_the_topic_ledger(
 
 async def test_appends_of_one_tick_go_in_one_call(gateway: Gateway) -> None:
     producer = gateway.producer()
-    first = [producer.publish(b"m-%d" % i, 1) for i in range(3)]
+    first = [producer.append(_entry(b"m-%d" % i)) for i in range(3)]
     assert gateway.lane.named("append_entries") == []  # sent at the end of the tick
-    assert [await fut for fut in first] == [b"1000-0", b"1000-1", b"1000-2"]
-    later = await producer.publish(b"m-3", 1)
-    assert later == b"1000-3"
+    assert [await fut for fut in first] == [_at(1000, 0), _at(1000, 1), _at(1000, 2)]
+    later = await producer.append(_entry(b"m-3"))
+    assert later == _at(1000, 3)
     assert [len(c.args) for c in gateway.lane.named("append_entries")] == [10, 4]
 
 
 async def test_a_failed_append_call_fails_every_entry_of_its_tick(gateway: Gateway) -> None:
     producer = gateway.producer()
     gateway.lane.fail_next("append_entries", StorageError("Redis connection lost"))
-    appends = [producer.publish(b"m-%d" % i, 1) for i in range(2)]
+    appends = [producer.append(_entry(b"m-%d" % i)) for i in range(2)]
     for fut in appends:
         with pytest.raises(StorageError):
             await fut
 
 
-async def test_publish_notifies_the_topic_once_per_tick_and_counts(gateway: Gateway) -> None:
+async def test_append_notifies_the_topic_once_per_tick_and_counts(gateway: Gateway) -> None:
     producer = gateway.producer()
     channel = gateway.topic.keys.notify_channel
 
     appends = [
-        producer.publish(b"abc", 1),
-        producer.publish(b"0123456789", 5),
-        producer.publish(b"wxyz", 1),
+        producer.append(_entry(b"abc")),
+        producer.append(_entry(b"0123456789", 5)),
+        producer.append(_entry(b"wxyz")),
     ]
     assert gateway.lane.notified == []  # asked with the tick's append call...
-    assert [await fut for fut in appends] == [b"1000-0", b"1000-1", b"1000-2"]
+    assert [await fut for fut in appends] == [_at(1000, 0), _at(1000, 1), _at(1000, 2)]
     assert gateway.lane.notified == [channel]
     await gateway.lane.drain()
     assert gateway.lane.published == [channel]  # ...published once for the tick
@@ -191,29 +201,22 @@ async def test_publish_notifies_the_topic_once_per_tick_and_counts(gateway: Gate
     topic_meter = gateway.meters.topic(TOPIC).rate_in
     assert (topic_meter.messages, topic_meter.bytes) == (7, 17)
 
-    await producer.publish(b"next", 1)
+    await producer.append(_entry(b"next"))
     await gateway.lane.drain()
     assert gateway.lane.published == [channel, channel]
 
 
-def _plain(producer: Producer) -> Any:
-    return producer.publish(b"late", 1, publish_time=1000, deliver_at=60_000)
-
-
-def _checked(producer: Producer) -> Any:
-    return producer.publish_checked(b"late", 1, 7, 7, publish_time=1000, deliver_at=60_000)
-
-
-@pytest.mark.parametrize("append", [_plain, _checked], ids=["publish", "publish_checked"])
+@pytest.mark.parametrize("deduplication", [False, True], ids=["plain", "deduplicated"])
 async def test_delay_refused_by_policy_stores_nothing_and_is_counted(
-    gateway: Gateway, append: Callable[[Producer], Any]
+    gateway: Gateway, deduplication: bool
 ) -> None:
-    producer = gateway.producer()
+    producer = gateway.producer(deduplication=deduplication)
     producer.delayed_delivery = DelayedDeliveryPolicy(max_delay_ms=10_000)
     name = gateway.topic.name
+    late = _entry(b"late", sequence_id=7, record=7, publish_time=1000, deliver_at=60_000)
 
     with pytest.raises(DeliveryDelayNotAllowed, match="10000 milliseconds"):
-        append(producer)
+        producer.append(late)
 
     assert gateway.lane.calls == []
     assert gateway.metrics.delayed_rejected[name.namespace, str(name)] == 1
@@ -227,26 +230,28 @@ async def test_fixed_delay_policy_overrides_the_requested_time(gateway: Gateway)
     name = gateway.topic.name
     overridden = gateway.metrics.fixed_delay_overridden
 
-    await producer.publish(b"asked", 1, publish_time=1000, deliver_at=90_000)
+    await producer.append(_entry(b"asked", publish_time=1000, deliver_at=90_000))
     assert overridden[name.namespace, str(name)] == 1
-    await producer.publish(b"not-asked", 1, publish_time=2000)
+    await producer.append(_entry(b"not-asked", publish_time=2000))
     assert overridden[name.namespace, str(name)] == 1  # nothing was asked, nothing overridden
 
     assert [options for _, options in entries_sent(gateway)] == [",,,,,1500,0,", ",,,,,2500,0,"]
 
 
-# -- Producer.publish_checked and publish_message ----------------------------------------------
+# -- the checks: deduplication and fencing ------------------------------------------------------
 
 
-async def test_publish_checked_sends_the_name_only_with_deduplication(gateway: Gateway) -> None:
+async def test_a_deduplicating_append_sends_the_sequence_ids_and_the_name(
+    gateway: Gateway,
+) -> None:
     producer = gateway.producer(deduplication=True)
     producer.topic_epoch = 4  # a Shared producer's epoch is not checked
     gateway.lane.on_script("append_entries", _answers(b"1000-7"))
     keys = gateway.topic.keys
 
-    stream_id = await producer.publish_checked(b"batch", 3, 10, 12, sticky_key=b"k")
+    batch = _entry(b"batch", 3, sequence_id=10, record=12, sticky_key=b"k")
+    assert await producer.append(batch) == _at(1000, 7)
 
-    assert stream_id == b"1000-7"
     (call,) = gateway.lane.named("append_entries")
     assert call.keys == (keys.stream, keys.ledger, keys.last_sequence_ids, keys.topic_epoch)
     hashed = sticky_key_hash(b"k")
@@ -255,27 +260,31 @@ async def test_publish_checked_sends_the_name_only_with_deduplication(gateway: G
     assert gateway.metrics.in_messages == 3
 
 
-async def test_publish_checked_sends_the_topic_epoch_only_for_exclusive_producers(
-    gateway: Gateway,
-) -> None:
+async def test_an_exclusive_producer_sends_only_its_topic_epoch(gateway: Gateway) -> None:
     producer = gateway.producer(access_mode=Exclusive)
     producer.topic_epoch = 4
     gateway.lane.on_script("append_entries", _answers(b"1000-8"))
 
-    await producer.publish_checked(b"chunk", 1, 10, None, chunk="1:uuid-1", publish_time=5)
+    chunk = _entry(b"chunk", sequence_id=10, record=None, chunk="1:uuid-1", publish_time=5)
+    await producer.append(chunk)
 
     # the epoch, no deduplication fields
     assert entries_sent(gateway) == [(b"chunk", ",4,,,,,8,1:uuid-1")]
 
 
-@pytest.mark.parametrize(("raw", "result"), [(None, None), (0, 0)], ids=["duplicate", "fenced"])
-async def test_publish_checked_resolves_duplicates_and_fencing(
-    gateway: Gateway, raw: Any, result: Any
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [(None, AppendStatus.DUPLICATE), (0, AppendStatus.REFUSED)],
+    ids=["duplicate", "fenced-or-terminated"],
+)
+async def test_duplicates_and_refusals_store_nothing_and_carry_no_position(
+    gateway: Gateway, raw: Any, status: AppendStatus
 ) -> None:
     producer = gateway.producer(access_mode=Exclusive, deduplication=True)
     gateway.lane.on_script("append_entries", _answers(raw))
 
-    assert await producer.publish_checked(b"again", 1, 10, 10) == result
+    outcome = await producer.append(_entry(b"again", sequence_id=10, record=10))
+    assert outcome == AppendOutcome(status, -1, -1)
 
 
 @pytest.mark.parametrize(
@@ -287,7 +296,7 @@ async def test_publish_checked_resolves_duplicates_and_fencing(
     ],
     ids=["plain", "deduplicated", "exclusive"],
 )
-async def test_publish_message_chooses_the_checked_append_when_needed(
+async def test_the_producer_decides_which_checks_an_entry_carries(
     gateway: Gateway,
     access_mode: ProducerAccessMode,
     deduplication: bool,
@@ -296,9 +305,9 @@ async def test_publish_message_chooses_the_checked_append_when_needed(
     producer = gateway.producer(access_mode=access_mode, deduplication=deduplication)
     producer.topic_epoch = 3
 
-    stream_id = await producer.publish_message(b"msg", 42)
+    outcome = await producer.append(_entry(b"msg", sequence_id=42, record=42))
 
-    assert stream_id == b"1000-0"
+    assert outcome == _at(1000, 0)
     assert [c.name for c in gateway.lane.calls if c.kind != "notify"] == ["append_entries"]
     assert entries_sent(gateway) == [(b"msg", options)]
 

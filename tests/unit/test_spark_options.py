@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_gateway.adapters.messages import serialize_message_id
 from pulsar_gateway.core import MessageId
+from pulsar_gateway.entry_codec import serialize_message_id
 from pyspark_pulsar.offsets import (
     BEGINNING,
     Offsets,

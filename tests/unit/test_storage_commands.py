@@ -12,7 +12,7 @@ What fakeredis cannot show, and where it is checked instead:
   here each command runs on its own. That the functions queue at once and await nothing
   (so a gathered batch still shares one tick) is checked below with ``FakeLane``; that a
   tick's commands share one pipeline, by ``test_commands_of_one_tick_share_a_pipeline`` in
-  ``tests/integration/test_scripts.py`` on a real Redis;
+  ``tests/integration/storage/test_scripts.py`` on a real Redis;
 * a Redis Cluster: whether a multi-key command's keys share a slot (``delete_topic_lists``)
   and the routing of each key to its node, checked by the cluster integration tests;
 * the lane's RESP encoding (``pack_commands``), replica acknowledgements and errors of a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pulsar_gateway.adapters.pulsar_binary.session import topics_hash
+from pulsar_gateway.adapters.pulsar_binary.discovery import topics_hash
 
 
 def test_topics_hash_is_guava_crc32c_of_sorted_names() -> None:

@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from pulsar_gateway.adapters.messages import ReceivedMessage, encode_message_id
 from pulsar_gateway.adapters.websocket import frames
 from pulsar_gateway.adapters.websocket.params import (
     HashingScheme,
@@ -19,13 +18,11 @@ from pulsar_gateway.adapters.websocket.params import (
     parse_producer_params,
     parse_reader_params,
 )
-from pulsar_gateway.adapters.websocket.routing import (
-    PartitionRouter,
-    java_string_hash,
-    murmur3_32_hash,
-)
+from pulsar_gateway.adapters.websocket.routing import PartitionRouter
+from pulsar_gateway.core import java_string_hash, murmur3_32_hash
 from pulsar_gateway.core.model.message_id import MessageId
 from pulsar_gateway.core.model.subscription_type import InitialPosition, SubscriptionType
+from pulsar_gateway.entry_codec import ReceivedMessage, encode_message_id
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 # -- query parameters ------------------------------------------------------------------------
@@ -356,10 +353,10 @@ def test_router_keys_single_and_round_robin() -> None:
 
 
 def test_encode_message_id_matches_official_serialize() -> None:
-    """Found while building the WebSocket API (pulsar_gateway/adapters/messages.py, outside this
-    branch's remit): the Java client's ``MessageIdImpl.toByteArray`` and the official Python
-    client's ``MessageId.serialize()`` leave ``partition`` and ``batch_index`` out when they are -1,
-    so Pulsar's WebSocket ids of non-partitioned, non-batched messages are ``CAEQAg==``;
-    ``encode_message_id`` writes both fields as -1, which every client still decodes to the
-    same id, but the bytes (and the base64 text) differ from Pulsar's."""
+    """Found while building the WebSocket API (pulsar_gateway/entry_codec/message_id_data.py,
+    outside this branch's remit): the Java client's ``MessageIdImpl.toByteArray`` and the
+    official Python client's ``MessageId.serialize()`` leave ``partition`` and ``batch_index``
+    out when they are -1, so Pulsar's WebSocket ids of non-partitioned, non-batched messages
+    are ``CAEQAg==``; ``encode_message_id`` writes both fields as -1, which every client still
+    decodes to the same id, but the bytes (and the base64 text) differ from Pulsar's."""
     assert encode_message_id(MessageId(1, 2)) == "CAEQAg=="

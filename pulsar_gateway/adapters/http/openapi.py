@@ -2,8 +2,9 @@
 
 The description is built from the routes the app actually serves (``app.router``), each
 looked up in :data:`OPERATIONS` for its summary, tag, parameters and JSON shapes: a route
-added without an entry here is left out of the description, and ``tests/integration/
-test_openapi.py`` fails, so the description cannot silently fall behind the code. Policy
+added without an entry here is left out of the description, and
+``tests/integration/admin/test_openapi.py`` fails, so the description cannot silently fall
+behind the code. Policy
 routes are described from :data:`pulsar_gateway.adapters.http.admin.policies.POLICIES`,
 which carries each policy's JSON schema; route modules describe their own routes (``DOCS``).
 

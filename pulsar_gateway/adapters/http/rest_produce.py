@@ -44,10 +44,11 @@ from typing import Any, NamedTuple
 import orjson
 from aiohttp import web
 
-from pulsar_gateway.adapters.messages import OutgoingMessage, encode_entry
 from pulsar_gateway.adapters.resource import fail, handler, topic_name
 from pulsar_gateway.core import (
     PARTITION_SUFFIX,
+    AppendOutcome,
+    AppendStatus,
     GatewayError,
     ProducerHandle,
     PublishThrottle,
@@ -55,6 +56,7 @@ from pulsar_gateway.core import (
     Services,
     encode_version,
 )
+from pulsar_gateway.entry_codec import OutgoingMessage, encode_entry, entry_to_append
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["add_routes", "encode_value"]
@@ -208,9 +210,9 @@ def _publish(
     now: int,
     max_size: int,
     throttle: PublishThrottle,
-) -> asyncio.Future[bytes | int | None]:
-    """Queue one message's append: its future resolves with the stream id (None or 0 for
-    a duplicate or a fenced producer: nothing stored), or fails with why it was refused.
+) -> asyncio.Future[AppendOutcome]:
+    """Queue one message's append: its future resolves with the append's outcome, or fails
+    with why it was refused.
     A future per message, no task: a request's appends share the lane's pipelines. The
     message takes its tokens from its topic's publish rate, which may pause ``throttle``."""
     message, sequence_id = request.message, request.sequence_id
@@ -220,14 +222,12 @@ def _publish(
         blob = encode_entry(message, producer.name, sequence_id, now, schema_version=version)
         if len(blob) > max_size:
             raise ValueError(f"Message size {len(blob)} exceeds maxMessageSize")
-        fut = producer.publish_message(
-            blob, sequence_id, message.sticky_key, publish_time=now, deliver_at=message.deliver_at
-        )
+        fut = producer.append(entry_to_append(message, blob, sequence_id, now))
         if producer.publish_rate.limited:
             throttle.acquire(producer.publish_rate, 1, len(blob))
         return fut
     except (GatewayError, ValueError) as exc:
-        refused: asyncio.Future[bytes | int | None] = asyncio.get_running_loop().create_future()
+        refused: asyncio.Future[AppendOutcome] = asyncio.get_running_loop().create_future()
         refused.set_exception(exc)
         return refused
 
@@ -297,7 +297,7 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
     # answered, so one request of many small messages keeps a bounded part of the lane.
     # (No wait on the publish buffer here: the request's reservation already counts them.)
     window = services.limits.max_pending_publishes
-    appends: deque[asyncio.Future[bytes | int | None]] = deque()
+    appends: deque[asyncio.Future[AppendOutcome]] = deque()
     queued = 0
 
     def queue_more() -> None:
@@ -329,15 +329,12 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
         except Exception as exc:  # a bug: raised once every append is awaited
             unexpected = unexpected or exc
             continue
-        if isinstance(outcome, bytes):  # the stream id "L-E": MessageIdImpl "L:E:P"
-            results.append(
-                {"messageId": f"{outcome.decode().replace('-', ':')}:{index}", "errorCode": 0}
-            )
-        elif outcome == 0:  # refused: the topic was terminated meanwhile (nothing stored)
+        status, ledger_id, entry_id = outcome
+        if status is AppendStatus.REFUSED:  # the topic was terminated meanwhile
             error = {"messageId": "", "errorCode": 2, "errorMsg": "Topic was already terminated"}
             results.append(error)
-        else:  # a duplicate: stored before, nothing now
-            results.append({"messageId": f"-1:-1:{index}", "errorCode": 0})
+        else:  # MessageIdImpl "L:E:P"; a duplicate's (stored before, nothing now) is -1:-1
+            results.append({"messageId": f"{ledger_id}:{entry_id}:{index}", "errorCode": 0})
     if unexpected is not None:
         raise unexpected
     acks = {"messagePublishResults": results, "schemaVersion": max(version_number, 0)}

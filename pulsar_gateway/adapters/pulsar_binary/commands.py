@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from pulsar_gateway.adapters.pulsar_binary.codec import Frame, Payload, proto_text
 from pulsar_gateway.core import MessageId, SchemaData, signed64
+from pulsar_gateway.entry_codec import Payload, proto_text
+from pulsar_gateway.frame_codec import Frame
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = [

@@ -37,7 +37,7 @@ import enum
 import time
 from collections.abc import Callable, Iterable, Sequence
 
-from pulsar_gateway.adapters.pulsar_binary import codec
+from pulsar_gateway import frame_codec
 from pulsar_gateway.adapters.pulsar_binary.commands import (
     AuthResponse,
     Command,
@@ -57,6 +57,8 @@ __all__ = ["ACCEPTS", "NO_REQUEST", "PROTOCOL_VERSION", "ConnectionState", "Serv
 PROTOCOL_VERSION = 20
 
 T = pb.BaseCommand.Type
+#: A ``ServerError`` code as protobuf types it.
+ServerError = pb.ServerError
 
 #: The request id of an error that answers no request (Java's -1 as a uint64).
 NO_REQUEST = (1 << 64) - 1
@@ -104,7 +106,7 @@ class ServerConnection:
         self,
         *,
         server_version: str = "pulsar-redis-gateway",
-        max_message_size: int = codec.DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = frame_codec.DEFAULT_MAX_MESSAGE_SIZE,
         on_error: Callable[[int], None] | None = None,
         authenticate: Authenticate | None = None,
         clock: Callable[[], float] = time.time,
@@ -120,7 +122,7 @@ class ServerConnection:
         self.max_message_size = max_message_size
         self.protocol_version = 0
         self.client_version = ""
-        self._decoder = codec.FrameDecoder(max_message_size + codec.FRAME_PADDING)
+        self._decoder = frame_codec.FrameDecoder(max_message_size + frame_codec.FRAME_PADDING)
         self._events: list[Command] = []
         self._out: list[bytes] = []
         self._close_expected = False
@@ -150,7 +152,7 @@ class ServerConnection:
         while not self._close_expected:
             try:
                 frame = self._decoder.next_frame()
-            except codec.CodecError as exc:
+            except frame_codec.CodecError as exc:
                 self._fail(f"malformed input: {exc}")
                 return
             if frame is None:
@@ -324,9 +326,9 @@ class ServerConnection:
         self._command(cmd)
 
     def _command(self, cmd: pb.BaseCommand) -> None:
-        self._out.append(codec.encode_command(cmd))
+        self._out.append(frame_codec.encode_command(cmd))
 
-    def _error_sent(self, error: int) -> None:
+    def _error_sent(self, error: ServerError) -> None:
         if self._on_error is not None:
             self._on_error(error)
 
@@ -352,10 +354,10 @@ class ServerConnection:
         cmd.success.request_id = request_id
         self._command(cmd)
 
-    def send_error(self, request_id: int, error: int, message: str) -> None:
+    def send_error(self, request_id: int, error: ServerError, message: str) -> None:
         cmd = pb.BaseCommand(type=T.ERROR)
         cmd.error.request_id = request_id
-        cmd.error.error = error  # type: ignore[assignment]
+        cmd.error.error = error
         self._error_sent(error)
         cmd.error.message = message
         self._command(cmd)
@@ -370,12 +372,14 @@ class ServerConnection:
         r.response = pb.CommandPartitionedTopicMetadataResponse.Success
         self._command(cmd)
 
-    def send_partition_metadata_error(self, request_id: int, error: int, message: str) -> None:
+    def send_partition_metadata_error(
+        self, request_id: int, error: ServerError, message: str
+    ) -> None:
         cmd = pb.BaseCommand(type=T.PARTITIONED_METADATA_RESPONSE)
         r = cmd.partitionMetadataResponse
         r.request_id = request_id
         r.response = pb.CommandPartitionedTopicMetadataResponse.Failed
-        r.error = error  # type: ignore[assignment]
+        r.error = error
         self._error_sent(error)
         r.message = message
         self._command(cmd)
@@ -397,12 +401,12 @@ class ServerConnection:
         r.proxy_through_service_url = False
         self._command(cmd)
 
-    def send_lookup_error(self, request_id: int, error: int, message: str) -> None:
+    def send_lookup_error(self, request_id: int, error: ServerError, message: str) -> None:
         cmd = pb.BaseCommand(type=T.LOOKUP_RESPONSE)
         r = cmd.lookupTopicResponse
         r.request_id = request_id
         r.response = pb.CommandLookupTopicResponse.Failed
-        r.error = error  # type: ignore[assignment]
+        r.error = error
         self._error_sent(error)
         r.message = message
         self._command(cmd)
@@ -435,34 +439,36 @@ class ServerConnection:
     def send_send_receipt(
         self, producer_id: int, sequence_id: int, ledger_id: int, entry_id: int
     ) -> None:
-        self._out += codec.send_receipt_pieces(producer_id, sequence_id, ledger_id, entry_id)
+        self._out += frame_codec.send_receipt_pieces(producer_id, sequence_id, ledger_id, entry_id)
 
-    def send_send_error(self, producer_id: int, sequence_id: int, error: int, message: str) -> None:
+    def send_send_error(
+        self, producer_id: int, sequence_id: int, error: ServerError, message: str
+    ) -> None:
         cmd = pb.BaseCommand(type=T.SEND_ERROR)
         r = cmd.send_error
         r.producer_id = producer_id
         r.sequence_id = sequence_id
-        r.error = error  # type: ignore[assignment]
+        r.error = error
         self._error_sent(error)
         r.message = message
         self._command(cmd)
 
     def send_messages(
-        self, consumer_id: int, partition: int, entries: Iterable[codec.DeliveredEntry]
+        self, consumer_id: int, partition: int, entries: Iterable[frame_codec.DeliveredEntry]
     ) -> None:
-        """A MESSAGE frame per stored entry of one consumer (:func:`codec.encode_messages`;
+        """A MESSAGE frame per stored entry of one consumer (:func:`frame_codec.encode_messages`;
         its pieces are joined with everything else :meth:`data_to_send` returns)."""
-        self._out += codec.encode_messages(consumer_id, partition, entries)
+        self._out += frame_codec.encode_messages(consumer_id, partition, entries)
 
     def send_ack_response(
-        self, consumer_id: int, request_id: int, error: int | None = None, message: str = ""
+        self, consumer_id: int, request_id: int, error: ServerError | None = None, message: str = ""
     ) -> None:
         cmd = pb.BaseCommand(type=T.ACK_RESPONSE)
         r = cmd.ackResponse
         r.consumer_id = consumer_id
         r.request_id = request_id
         if error is not None:
-            r.error = error  # type: ignore[assignment]
+            r.error = error
             self._error_sent(error)
             r.message = message
         self._command(cmd)
@@ -534,13 +540,13 @@ class ServerConnection:
             r.topics_hash = topics_hash
         self._command(cmd)
 
-    def send_get_schema_error(self, request_id: int, error: int, message: str) -> None:
+    def send_get_schema_error(self, request_id: int, error: ServerError, message: str) -> None:
         """GET_SCHEMA failures go in its own response, never an ERROR frame: the client does not
         match ERROR to GET_SCHEMA (``ClientConnection::handleError``)."""
         cmd = pb.BaseCommand(type=T.GET_SCHEMA_RESPONSE)
         r = cmd.getSchemaResponse
         r.request_id = request_id
-        r.error_code = error  # type: ignore[assignment]
+        r.error_code = error
         self._error_sent(error)
         r.error_message = message
         self._command(cmd)
@@ -559,7 +565,7 @@ class ServerConnection:
         r.request_id = request_id
         r.schema.name = name
         r.schema.schema_data = data
-        r.schema.type = schema_type  # type: ignore[assignment]
+        r.schema.type = schema_type  # type: ignore[assignment]  # an int from SchemaData
         for key, value in properties:
             r.schema.properties.add(key=key, value=value)
         r.schema_version = schema_version
@@ -572,12 +578,14 @@ class ServerConnection:
         r.schema_version = schema_version
         self._command(cmd)
 
-    def send_get_or_create_schema_error(self, request_id: int, error: int, message: str) -> None:
+    def send_get_or_create_schema_error(
+        self, request_id: int, error: ServerError, message: str
+    ) -> None:
         """Failures go in the response itself, like GET_SCHEMA's."""
         cmd = pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA_RESPONSE)
         r = cmd.getOrCreateSchemaResponse
         r.request_id = request_id
-        r.error_code = error  # type: ignore[assignment]
+        r.error_code = error
         self._error_sent(error)
         r.error_message = message
         self._command(cmd)

@@ -37,7 +37,7 @@ from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["server_error"]
 
-_TABLE: tuple[tuple[type[Exception], int], ...] = (
+_TABLE: tuple[tuple[type[Exception], pb.ServerError], ...] = (
     (InvalidTopicName, pb.InvalidTopicName),
     (ConsumerBusy, pb.ConsumerBusy),
     (ConsumerAssignError, pb.ConsumerAssignError),
@@ -63,7 +63,7 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
 )
 
 
-def server_error(exc: BaseException) -> tuple[int, str]:
+def server_error(exc: BaseException) -> tuple[pb.ServerError, str]:
     """The ``(ServerError, message)`` a client should see for ``exc``."""
     for cls, code in _TABLE:
         if isinstance(exc, cls):

@@ -26,7 +26,7 @@ from typing import cast
 from pulsar_gateway.adapters.peer_certificate import certificate_role
 from pulsar_gateway.adapters.pulsar_binary.commands import Command
 from pulsar_gateway.adapters.pulsar_binary.connection import NO_REQUEST, ServerConnection
-from pulsar_gateway.adapters.pulsar_binary.session import Session
+from pulsar_gateway.adapters.pulsar_binary.session import open_session
 from pulsar_gateway.adapters.pulsar_binary.throttle import (
     ConcurrencyLimit,
     Throttle,
@@ -113,12 +113,12 @@ class PulsarProtocol(asyncio.Protocol):
             ),
             auth_refresh_seconds=server.auth_refresh_seconds,
         )
-        self.session = Session(
+        self.session = open_session(
             server.services,
             self.conn,
-            server.service_url,
             self.wants_flush,
-            server.service_url_tls,
+            service_url=server.service_url,
+            service_url_tls=server.service_url_tls,
             throttle=self.throttle,
             max_pending=server.services.limits.max_pending_publishes,
             lookups=server.lookups,

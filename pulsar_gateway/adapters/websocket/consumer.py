@@ -10,9 +10,8 @@ commands free places. This module keeps that model with the core in place of the
 * one :class:`_Handle` (a :class:`~pulsar_gateway.core.consuming.consumer.ConsumerSink`) per topic
 partition
   holds a core consumer with ``receiverQueueSize`` permits (at least 1), its prefetch;
-* deliveries are decompressed and unbatched (:func:`pulsar_gateway.adapters.messages.unpack_entry`)
-into
-  one queue; a pump task pushes from it while the client's window allows, and each pushed
+* deliveries are decompressed and unbatched (:func:`pulsar_gateway.entry_codec.unpack_entry`)
+  into one queue; a pump task pushes from it while the client's window allows, and each pushed
   message returns a permit to its partition's consumer (in halves of the prefetch, as the
   Java client's flow control does), so the prefetch refills as the client keeps up;
 * pushed, unacknowledged messages are remembered in push order with their ack deadline
@@ -65,13 +64,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from pulsar_gateway.adapters.messages import (
-    MessageFormatError,
-    OutgoingMessage,
-    ReceivedMessage,
-    encode_message_id,
-    unpack_entry,
-)
 from pulsar_gateway.adapters.websocket import frames
 from pulsar_gateway.adapters.websocket.params import (
     MAX_RECEIVER_QUEUE_SIZE,
@@ -97,6 +89,13 @@ from pulsar_gateway.core import (
     parse_topic_name,
     redeliver_unacknowledged,
     stream_id,
+)
+from pulsar_gateway.entry_codec import (
+    MessageFormatError,
+    OutgoingMessage,
+    ReceivedMessage,
+    encode_message_id,
+    unpack_entry,
 )
 
 __all__ = ["PATTERN_REFRESH_SECONDS", "ConsumerEndpoint", "Mode"]
@@ -613,7 +612,7 @@ class ConsumerEndpoint:
                     event_time=message.event_time,
                     ordering_key=message.ordering_key,
                 )
-                appends.append(producer.publish(dead)[1])
+                appends.append(producer.send(dead)[1])
             await asyncio.gather(*appends)
         except GatewayError as exc:
             log.warning("dead-lettering %s of %s failed: %s", delivery.stream_id, handle.key, exc)

@@ -34,12 +34,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from pulsar_gateway.adapters.messages import (
-    OutgoingMessage,
-    ReceivedMessage,
-    decode_message_id_data,
-)
 from pulsar_gateway.core import MessageId, format_time
+from pulsar_gateway.entry_codec import OutgoingMessage, ReceivedMessage, decode_message_id_data
 
 __all__ = [
     "FAILED_TO_DESERIALIZE",

@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 
 import re2
 
-from pulsar_gateway.adapters.messages import decode_message_id
 from pulsar_gateway.core import (
     InitialPosition,
     InvalidTopicName,
@@ -36,6 +35,7 @@ from pulsar_gateway.core import (
     TopicName,
     parse_topic_name,
 )
+from pulsar_gateway.entry_codec import decode_message_id
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Each text frame is one ``ProducerMessage`` (:mod:`pulsar_gateway.adapters.websocket.frames`); the
 gateway builds the stored entry a binary producer with the same settings would send
-(:func:`pulsar_gateway.adapters.messages.encode_entry`: ``MessageMetadata`` with producer name,
+(:func:`pulsar_gateway.entry_codec.encode_entry`: ``MessageMetadata`` with producer name,
 sequence id, publish time, key, properties, event time, delivery time, and the payload compressed
 with ``compressionType``), appends it and answers a ``ProducerAck`` carrying the message id as
 base64 ``MessageIdData``, the form official clients' ``MessageId.serialize()`` use.
@@ -17,7 +17,7 @@ Deduplication: the producer has a sequence id per message, as a Java producer do
 message's ``sequenceId`` when given, else one more than the last (starting after
 ``initialSequenceId``, or after the topic's stored last sequence id of a named producer,
 whichever is higher). With the topic's ``deduplication`` policy on, appends go through the
-core's checked path (``ProducerHandle.publish_checked``) and a repeated sequence id is answered
+core's deduplication check (``ProducerHandle.append``) and a repeated sequence id is answered
 ``ok`` with message id ``(-1, -1)``, as Pulsar answers a duplicate.
 
 On a partitioned topic the gateway creates one producer per partition and routes each
@@ -38,12 +38,13 @@ import time
 from collections import deque
 from collections.abc import Sequence
 
-from pulsar_gateway.adapters.messages import OutgoingMessage, encode_entry, encode_message_id
 from pulsar_gateway.adapters.websocket import frames
 from pulsar_gateway.adapters.websocket.params import ProducerParams
 from pulsar_gateway.adapters.websocket.routing import PartitionRouter
 from pulsar_gateway.adapters.websocket.session import Session
 from pulsar_gateway.core import (
+    AppendOutcome,
+    AppendStatus,
     DeliveryDelayNotAllowed,
     GatewayError,
     MessageId,
@@ -52,6 +53,12 @@ from pulsar_gateway.core import (
     PublishThrottle,
     Services,
     TopicName,
+)
+from pulsar_gateway.entry_codec import (
+    OutgoingMessage,
+    encode_entry,
+    encode_message_id,
+    entry_to_append,
 )
 
 __all__ = ["ProducerSession", "TopicProducer"]
@@ -108,11 +115,11 @@ class TopicProducer:
         )
         return cls(services, producers, params, router)
 
-    def publish(
+    def send(
         self, message: OutgoingMessage, sequence_id: int | None = None
-    ) -> tuple[int, asyncio.Future[bytes | int | None]]:
+    ) -> tuple[int, asyncio.Future[AppendOutcome]]:
         """Append one message; returns the partition index (-1 when not partitioned) and
-        the append's future (stream id; None for a duplicate; 0 when fenced).
+        the append's future.
 
         Raises:
             DeliveryDelayNotAllowed: the topic's policy refuses the delivery time.
@@ -130,13 +137,7 @@ class TopicProducer:
         limit = self.services.limits.max_message_size
         if len(blob) > limit:
             raise MessageTooLarge(f"Message size {len(blob)} exceeds the maximum of {limit} bytes")
-        fut = producer.publish_message(
-            blob,
-            sequence_id,
-            message.sticky_key,
-            publish_time=publish_time,
-            deliver_at=message.deliver_at,
-        )
+        fut = producer.append(entry_to_append(message, blob, sequence_id, publish_time))
         rate = producer.publish_rate
         if rate.limited:  # the topic's publishRate (the session waits before its next frame)
             self.throttle.acquire(rate, 1, len(blob))
@@ -232,7 +233,7 @@ class ProducerSession:
             return
         message = request.message
         try:
-            partition, fut = self.producer.publish(message, request.sequence_id)
+            partition, fut = self.producer.send(message, request.sequence_id)
         except (DeliveryDelayNotAllowed, MessageTooLarge) as exc:
             # Pulsar answers a failed send with UnknownError and the exception's text.
             self._error(frames.UNKNOWN_ERROR, type(exc).__name__, str(exc), request.context)
@@ -277,37 +278,33 @@ class ProducerSession:
                 return
 
     def _ack_text(
-        self, fut: asyncio.Future[bytes | int | None], partition: int, context: str | None
+        self, fut: asyncio.Future[AppendOutcome], partition: int, context: str | None
     ) -> str:
         """The ``ProducerAck`` of a completed append."""
         if fut.cancelled():
             self.session.count_error("CancelledError")
             return frames.producer_error(frames.UNKNOWN_ERROR, "The append was cancelled", context)
         try:
-            stream_id = fut.result()
+            status, ledger_id, entry_id = fut.result()
         except GatewayError as exc:
             log.warning("WebSocket append failed: %s", exc)
             self.session.count_error(type(exc).__name__)
             return frames.producer_error(frames.UNKNOWN_ERROR, str(exc), context)
-        if stream_id == 0:
+        if status is AppendStatus.REFUSED:
             self.session.count_error("ProducerFenced")
             self._fenced = True  # the session closes once this reply is written
             return frames.producer_error(
                 frames.UNKNOWN_ERROR, "Producer was fenced by an exclusive producer", context
             )
-        if stream_id is None:
-            # A duplicate: acknowledged with (-1, -1), as Pulsar's broker does.
-            message_id = MessageId(-1, -1, partition)
-        else:
-            assert isinstance(stream_id, bytes)
-            message_id = MessageId.from_stream_id(stream_id, partition)
+        # a duplicate's outcome is (-1, -1): acknowledged so, as Pulsar's broker does
+        message_id = MessageId(ledger_id, entry_id, partition)
         return frames.producer_ok(encode_message_id(message_id), context)
 
 
-def _retrieve(fut: asyncio.Future[bytes | int | None]) -> None:
+def _retrieve(fut: asyncio.Future[AppendOutcome]) -> None:
     if not fut.cancelled():
         fut.exception()
 
 
 #: A queued reply: an error frame ready to send, or an append to wait for.
-_Reply = str | tuple[asyncio.Future[bytes | int | None], int, str | None]
+_Reply = str | tuple[asyncio.Future[AppendOutcome], int, str | None]

@@ -7,7 +7,7 @@ routers do (``RoundRobinPartitionMessageRouterImpl``, ``SinglePartitionMessageRo
 * a message with a key goes to ``hash(key) mod partitions``, the hash being the producer's
   ``hashingScheme``: ``JavaStringHash`` (``String.hashCode() & Integer.MAX_VALUE``, the
   Java client's default) or ``Murmur3_32Hash`` (Murmur3-32, seed 0, of the key's UTF-8
-  bytes, ``& Integer.MAX_VALUE``);
+  bytes, ``& Integer.MAX_VALUE``), both the core's (``core/model/key_hash.py``);
 * a message without a key goes, with ``SinglePartition`` (the WebSocket producer's
   default), to one partition picked at random when the producer is created, and with
   ``RoundRobinPartition`` to the next partition in turn from a random start (batching is
@@ -18,28 +18,10 @@ from __future__ import annotations
 
 import random
 
-import mmh3
-
 from pulsar_gateway.adapters.websocket.params import HashingScheme, RoutingMode
+from pulsar_gateway.core import java_string_hash, murmur3_32_hash
 
-__all__ = ["PartitionRouter", "java_string_hash", "murmur3_32_hash"]
-
-_INT_MAX = 0x7FFFFFFF
-
-
-def java_string_hash(key: str) -> int:
-    """``JavaStringHash.makeHash``: Java's ``String.hashCode`` over UTF-16 code units
-    (32-bit wrap-around), masked to a non-negative int."""
-    h = 0
-    data = key.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h & _INT_MAX
-
-
-def murmur3_32_hash(key: str) -> int:
-    """``Murmur3Hash32.makeHash``: Murmur3-32 (seed 0) of the UTF-8 bytes, masked."""
-    return mmh3.hash(key.encode("utf-8", "surrogatepass"), 0, signed=False) & _INT_MAX
+__all__ = ["PartitionRouter"]
 
 
 class PartitionRouter:

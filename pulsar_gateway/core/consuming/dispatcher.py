@@ -15,7 +15,7 @@ chunk sent before the current one is encoded, so Redis and the gateway overlap. 
 Exclusive, Shared and (once it is known active) Failover its new entries are read
 natively: ``dispatch.lua`` runs as control only and a plain ``XREADGROUP`` follows it in the
 same pipeline; what the permits or the deliver-at times do not allow goes back through
-``settle_read.lua`` (:func:`.dispatch.dispatch_native`, docs/architecture.md). With
+``settle_read.lua`` (:mod:`.native_read`, docs/architecture.md). With
 several consumers holding permits, each call is capped at ``ROUND_ROBIN_BATCH`` messages
 so a Shared subscription spreads its backlog, as Pulsar's
 ``dispatcherMaxRoundRobinBatchSize`` (20) does. Consumers on other gateways compete
@@ -44,6 +44,7 @@ import time
 from typing import Protocol
 
 from pulsar_gateway.core.consuming.consumer import Consumer
+from pulsar_gateway.core.consuming.native_read import read_natively
 from pulsar_gateway.core.errors import GatewayError, ServiceNotReady
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.futures import read_outcome
@@ -396,7 +397,7 @@ class Dispatcher:
         return request
 
     def _reads_natively(self, consumer: Consumer) -> bool:
-        """Whether a lone consumer's new entries are read natively (``dispatch_native``):
+        """Whether a lone consumer's new entries are read natively (:mod:`.native_read`):
         on Exclusive and Shared, and on Failover once the consumer is known to be the
         active one (an inactive one would read only to hand everything back). Key_Shared
         routes each entry by its key in Lua; a compacted view is read in Lua too."""
@@ -433,7 +434,7 @@ class Dispatcher:
                 lease_ms=sub.lease_ms,
                 unacked_limits=unacked,
             )
-        call = dispatch.dispatch_native if native else dispatch.dispatch
+        call = read_natively if native else dispatch.dispatch
         return call(
             sub.lane,
             sub.keys,

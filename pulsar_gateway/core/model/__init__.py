@@ -1,1 +1,2 @@
-"""The data model: topic names, message ids, the stored-entry format. Pure, no I/O."""
+"""The data model: topic names, message ids, the stored-entry format, the Java client's key
+hashes. Pure, no I/O."""

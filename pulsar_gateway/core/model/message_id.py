@@ -21,6 +21,7 @@ from pulsar_gateway.core.model.subscription_type import InitialPosition
 
 __all__ = [
     "MessageId",
+    "parse_stream_id",
     "signed64",
     "start_position",
     "stream_id",
@@ -43,6 +44,19 @@ def stream_id(ledger_id: int, entry_id: int) -> bytes:
     return b"%d-%d" % (ledger_id, entry_id)
 
 
+def parse_stream_id(sid: bytes | str) -> tuple[int, int]:
+    """``(ledgerId, entryId)`` of stream id ``sid`` (``b"1700000000000-5"``; a bare
+    ``b"1700000000000"`` is entry 0, as Redis reads an id without its sequence part).
+
+    Raises:
+        ValueError: ``sid`` is not a stream id.
+    """
+    if isinstance(sid, str):
+        sid = sid.encode()
+    ms, _, seq = sid.partition(b"-")
+    return int(ms), int(seq or 0)
+
+
 class MessageId(NamedTuple):
     """A Pulsar message id as the core sees it (signed fields, -1 = absent).
 
@@ -61,10 +75,7 @@ class MessageId(NamedTuple):
         cls, sid: bytes | str, partition: int = -1, batch_index: int = -1
     ) -> MessageId:
         """Build the id of stream entry ``sid`` (``b"1700000000000-5"``)."""
-        if isinstance(sid, str):
-            sid = sid.encode()
-        ms, _, seq = sid.partition(b"-")
-        return _new(cls, (int(ms), int(seq or 0), partition, batch_index))
+        return _new(cls, (*parse_stream_id(sid), partition, batch_index))
 
     @property
     def stream_id(self) -> bytes:

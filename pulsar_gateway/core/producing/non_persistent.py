@@ -18,14 +18,15 @@ import struct
 import time
 import zlib
 from collections.abc import Callable
-from typing import Final, cast
+from typing import Final
 
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo, Meter
 from pulsar_gateway.core.futures import resolved
 from pulsar_gateway.core.policies.rate_limits import PublishRateLimiter
-from pulsar_gateway.core.producing.producer import ProducerHandle, count_in
+from pulsar_gateway.core.producing.producer import EntryToAppend, ProducerHandle, count_in
 from pulsar_gateway.core.storage.lane import Lane
+from pulsar_gateway.core.storage.scripts.append import AppendOutcome, stored
 from pulsar_gateway.core.topics.topic import Topic
 
 __all__ = [
@@ -95,54 +96,17 @@ class NonPersistentProducer:
         self._ids = ids
         self._channel = topic.keys.non_persistent_channel
 
-    @property
-    def checked(self) -> bool:
-        return False
-
-    def publish(
-        self,
-        blob: bytes,
-        num_messages: int,
-        sticky_key: bytes | None = None,
-        chunk: str | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes]:
+    def append(self, entry: EntryToAppend) -> asyncio.Future[AppendOutcome]:
         # Key_Shared is refused on non-persistent topics and chunking needs a persistent
         # one (the client refuses it), so the sticky key and chunk tag are unused. Nothing
         # is stored to hold back, so delivery times are ignored, as Pulsar's non-persistent
-        # dispatchers do (they have no delayed-delivery tracker).
-        ledger, entry = self._ids.next_id()
-        self._lane.publish(self._channel, channel_message(ledger, entry, num_messages, blob))
+        # dispatchers do (they have no delayed-delivery tracker). Never deduplicated nor
+        # fenced: every entry is taken.
+        blob, num_messages = entry.blob, entry.num_messages
+        ledger, entry_id = self._ids.next_id()
+        self._lane.publish(self._channel, channel_message(ledger, entry_id, num_messages, blob))
         count_in(self._metrics, self.meter, self.topic_meter, num_messages, len(blob))
-        return resolved(b"%d-%d" % (ledger, entry))
-
-    def publish_checked(
-        self,
-        blob: bytes,
-        num_messages: int,
-        sequence_id: int,
-        record: int | None,
-        sticky_key: bytes | None = None,
-        chunk: str | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes | int | None]:
-        # Never deduplicated nor fenced: a plain append, whose id it resolves with.
-        return cast("asyncio.Future[bytes | int | None]", self.publish(blob, num_messages))
-
-    def publish_message(
-        self,
-        blob: bytes,
-        sequence_id: int,
-        sticky_key: bytes | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes | int | None]:
-        return self.publish_checked(blob, 1, sequence_id, None)
+        return resolved(stored(ledger, entry_id))
 
     def close(self) -> None:
         """Nothing to release: the producer is registered nowhere."""

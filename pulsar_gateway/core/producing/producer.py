@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pulsar_gateway.core.errors import MessageTooLarge
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
@@ -43,17 +43,27 @@ from pulsar_gateway.core.policies.delayed_delivery import (
 from pulsar_gateway.core.policies.rate_limits import PublishRateLimiter
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
 from pulsar_gateway.core.storage.lane import Lane
-from pulsar_gateway.core.storage.scripts.append import append_entries, entry_options
+from pulsar_gateway.core.storage.scripts.append import (
+    AppendOutcome,
+    append_entries,
+    entry_options,
+)
 from pulsar_gateway.core.topics.topic import Topic
 
-__all__ = ["Producer", "ProducerHandle", "count_in", "generate_producer_name"]
+__all__ = [
+    "EntryToAppend",
+    "Producer",
+    "ProducerHandle",
+    "count_in",
+    "generate_producer_name",
+]
 
 _names = itertools.count()
 
 
 def _settle(
-    waiting: list[asyncio.Future[bytes | int | None]],
-    done: asyncio.Future[list[bytes | int | None]],
+    waiting: list[asyncio.Future[AppendOutcome]],
+    done: asyncio.Future[list[AppendOutcome]],
 ) -> None:
     """Resolve each entry's future from its tick's append call."""
     if done.cancelled():
@@ -87,13 +97,41 @@ def generate_producer_name(cluster: str, gateway_id: str) -> str:
     return f"{cluster}-{gateway_id}-{next(_names)}"
 
 
+class EntryToAppend(NamedTuple):
+    """One entry a producer appends (a NamedTuple: one is built per message sent).
+
+    Attributes:
+        blob: the stored form of the entry (see :mod:`pulsar_gateway.core.producing.producer`).
+        num_messages: messages in the entry (1 unless it is a client batch).
+        sequence_id: ``CommandSend.sequence_id`` (a batch's first message's).
+        record: the sequence id deduplication records once the entry is stored
+            (:func:`pulsar_gateway.core.policies.deduplication.to_record`: a batch's
+            highest), None for a chunk other than its message's last; read only when the
+            topic deduplicates.
+        sticky_key: the entry's ordering key, else its partition key (a batch's is its
+            first message's), for Key_Shared routing; None when it has none.
+        chunk: ``"<chunk id>:<uuid>"`` for a chunk of a chunked message, so that a
+            redelivery naming its last chunk brings back every chunk (``redeliver.lua``).
+        publish_time: ``MessageMetadata.publish_time`` (ms), stored with the entry for seek
+            and reset by time (0: unknown, none stored).
+        deliver_at: ``MessageMetadata.deliver_at_time``, None when not set.
+    """
+
+    blob: bytes
+    num_messages: int = 1
+    sequence_id: int = -1
+    record: int | None = None
+    sticky_key: bytes | None = None
+    chunk: str | None = None
+    publish_time: int = 0
+    deliver_at: int | None = None
+
+
 class ProducerHandle(Protocol):
     """What adapters use of a producer, persistent or non-persistent.
 
     Attributes:
         topic_name: the full name of the topic (partition) it appends to.
-        checked: appends must go through :meth:`publish_checked` (deduplication or
-            exclusive access).
         waiting: a WaitForExclusive producer still queued; ``ready`` resolves when it gets
             the topic.
         on_lost: set by the adapter: called when the gateway closes the producer itself.
@@ -120,45 +158,15 @@ class ProducerHandle(Protocol):
     encrypted: bool
     publish_rate: PublishRateLimiter
 
-    @property
-    def checked(self) -> bool: ...
+    def append(self, entry: EntryToAppend) -> asyncio.Future[AppendOutcome]:
+        """Append one entry, after the deduplication and fencing checks this producer
+        needs; resolves with its :class:`AppendOutcome`.
 
-    def publish(
-        self,
-        blob: bytes,
-        num_messages: int,
-        sticky_key: bytes | None = None,
-        chunk: str | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes]:
-        """Append one entry; resolves with its stream id."""
-
-    def publish_checked(
-        self,
-        blob: bytes,
-        num_messages: int,
-        sequence_id: int,
-        record: int | None,
-        sticky_key: bytes | None = None,
-        chunk: str | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes | int | None]:
-        """Append after the deduplication and fencing checks."""
-
-    def publish_message(
-        self,
-        blob: bytes,
-        sequence_id: int,
-        sticky_key: bytes | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes | int | None]:
-        """Append one whole message, checked when needed."""
+        Raises:
+            DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
+            MessageTooLarge: the entry exceeds the topic's ``maxMessageSize``; nothing
+                stored.
+        """
 
 
 class Producer:
@@ -200,6 +208,8 @@ class Producer:
         self.name = name
         self.uid = uid
         self.access_mode = access_mode
+        #: appends carry the fencing check (every mode but Shared)
+        self._exclusive = access_mode is not ProducerAccessMode.SHARED
         self.epoch = epoch
         self.user_provided_name = user_provided_name
         self._lane = lane
@@ -231,18 +241,15 @@ class Producer:
         self.client = ClientInfo()
         #: this tick's entries and their futures, sent together at the end of the tick
         self._batch: list[tuple[bytes, str, int]] = []
-        self._waiting: list[asyncio.Future[bytes | int | None]] = []
+        self._waiting: list[asyncio.Future[AppendOutcome]] = []
         #: the gateway's publish buffer: entries count from their append until Redis answers
         self._buffer = publish_buffer or PublishBuffer(0)
 
-    def _append(
-        self, blob: bytes, options: str, publish_time: int
-    ) -> asyncio.Future[bytes | int | None]:
+    def _queue(self, blob: bytes, options: str, publish_time: int) -> asyncio.Future[AppendOutcome]:
         """Queue an entry (blob, :func:`entry_options` and publish time) for this tick's
-        append call; its future resolves with the entry's result (stream id, DUPLICATE or
-        FENCED)."""
+        append call; its future resolves with the entry's outcome."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bytes | int | None] = loop.create_future()
+        fut: asyncio.Future[AppendOutcome] = loop.create_future()
         if not self._batch:
             loop.call_soon(self._send_batch)
         self._batch.append((blob, options, publish_time))
@@ -260,7 +267,7 @@ class Producer:
         self._lane.notify(self._keys.notify_channel)
         buffer = self._buffer
 
-        def settle(done: asyncio.Future[list[bytes | int | None]]) -> None:
+        def settle(done: asyncio.Future[list[AppendOutcome]]) -> None:
             buffer.release(size)
             _settle(waiting, done)
 
@@ -304,38 +311,24 @@ class Producer:
             self._metrics.fixed_delay_overridden[name.namespace, str(name)] += 1
         return at
 
-    def publish(
-        self,
-        blob: bytes,
-        num_messages: int,
-        sticky_key: bytes | None = None,
-        chunk: str | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes]:
-        """Append one entry; the future resolves with its stream id (``b"<ledger>-<entry>"``).
-
-        Args:
-            blob: the stored form of the entry (see :mod:`pulsar_gateway.core.producing.producer`).
-            num_messages: messages in the entry (1 unless it is a client batch).
-            sticky_key: the entry's ordering key, else its partition key (a batch's is
-                its first message's), for Key_Shared routing; None when it has none.
-            chunk: ``"<chunk id>:<uuid>"`` for a chunk of a chunked message, so that a
-                redelivery naming its last chunk brings back every chunk (``redeliver.lua``).
-            publish_time: ``MessageMetadata.publish_time`` (ms), stored with the entry
-                for seek and reset by time (0: unknown, none stored).
-            deliver_at: ``MessageMetadata.deliver_at_time``, None when not set.
+    def append(self, entry: EntryToAppend) -> asyncio.Future[AppendOutcome]:
+        """Append one entry in this tick's call (atomically with the deduplication and
+        fencing checks when the producer needs them); resolves with its outcome: stored
+        at its position, a duplicate, or refused (fenced or terminated: the producer
+        must close).
 
         Raises:
             DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
             MessageTooLarge: the entry exceeds the topic's ``maxMessageSize``; nothing stored.
         """
+        blob, num_messages, _, _, sticky_key, chunk, publish_time, requested = entry
         if self.max_message_size:
             self._check_size(blob, chunk)
-        at = self._deliver_at(publish_time, deliver_at)
-        if num_messages == 1 and sticky_key is None and chunk is None and at is None:
-            fut = self._append(blob, "", publish_time)  # the common case: no options
+        at = self._deliver_at(publish_time, requested)
+        if self.deduplication or self._exclusive:
+            options = self._checked_options(entry, at)
+        elif num_messages == 1 and sticky_key is None and chunk is None and at is None:
+            options = ""  # the common case: no options
         else:
             options = entry_options(
                 num_messages=num_messages,
@@ -343,87 +336,24 @@ class Producer:
                 deliver_at=at,
                 chunk=chunk,
             )
-            fut = self._append(blob, options, publish_time)
-        self._appended(blob, num_messages)
-        return fut  # type: ignore[return-value]  # no checks asked: always a stream id
-
-    @property
-    def checked(self) -> bool:
-        """Whether appends must go through :meth:`publish_checked` (dedup or exclusive)."""
-        return self.deduplication or self.access_mode is not ProducerAccessMode.SHARED
-
-    def publish_checked(
-        self,
-        blob: bytes,
-        num_messages: int,
-        sequence_id: int,
-        record: int | None,
-        sticky_key: bytes | None = None,
-        chunk: str | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes | int | None]:
-        """Append one entry after the deduplication and fencing checks, atomically.
-
-        The future resolves with the stream id; None for a duplicate (nothing stored, the
-        client gets a receipt anyway); 0 when an ExclusiveWithFencing producer took the
-        topic from this exclusive producer (nothing stored, the producer must close).
-        Raises DeliveryDelayNotAllowed and MessageTooLarge as :meth:`publish` does.
-
-        Args:
-            blob: the stored form of the entry.
-            num_messages: messages in the entry.
-            sequence_id: ``CommandSend.sequence_id``.
-            record: the highest sequence id to record for the producer, or None for a chunk
-                that is not its message's last (see
-                :func:`pulsar_gateway.core.policies.deduplication.to_record`).
-            sticky_key, chunk, publish_time, deliver_at: as for :meth:`publish`.
-        """
-        if self.max_message_size:
-            self._check_size(blob, chunk)
-        at = self._deliver_at(publish_time, deliver_at)
-        exclusive = self.access_mode is not ProducerAccessMode.SHARED
-        dedup = self.deduplication
-        options = entry_options(
-            num_messages=num_messages,
-            topic_epoch=self.topic_epoch if exclusive else None,
-            sequence_id=sequence_id if dedup else None,
-            record=record if dedup else None,
-            key_hash=None if sticky_key is None else sticky_key_hash(sticky_key),
-            deliver_at=at,
-            chunk=chunk,
-            producer_name=self.name if dedup else None,
-        )
-        fut = self._append(blob, options, publish_time)
+        fut = self._queue(blob, options, publish_time)
         self._appended(blob, num_messages)
         return fut
 
-    def publish_message(
-        self,
-        blob: bytes,
-        sequence_id: int,
-        sticky_key: bytes | None = None,
-        *,
-        publish_time: int = 0,
-        deliver_at: int | None = None,
-    ) -> asyncio.Future[bytes | int | None]:
-        """Append one whole message (not a client batch, not a chunk), as the adapters
-        that build entries themselves do (WebSocket, REST): through :meth:`publish_checked`,
-        recording ``sequence_id``, when deduplication or exclusive access needs it, else
-        :meth:`publish`. Resolves as :meth:`publish_checked` does."""
-        if self.checked:
-            return self.publish_checked(
-                blob,
-                1,
-                sequence_id,
-                sequence_id if self.deduplication else None,
-                sticky_key,
-                publish_time=publish_time,
-                deliver_at=deliver_at,
-            )
-        return self.publish(  # type: ignore[return-value]
-            blob, 1, sticky_key, publish_time=publish_time, deliver_at=deliver_at
+    def _checked_options(self, entry: EntryToAppend, deliver_at: int | None) -> str:
+        """The options of an entry with the deduplication (sequence id, the id to record,
+        the producer's name) and fencing (the exclusive producer's topic epoch) checks."""
+        dedup = self.deduplication
+        sticky_key = entry.sticky_key
+        return entry_options(
+            num_messages=entry.num_messages,
+            topic_epoch=self.topic_epoch if self._exclusive else None,
+            sequence_id=entry.sequence_id if dedup else None,
+            record=entry.record if dedup else None,
+            key_hash=None if sticky_key is None else sticky_key_hash(sticky_key),
+            deliver_at=deliver_at,
+            chunk=entry.chunk,
+            producer_name=self.name if dedup else None,
         )
 
     def lost(self) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "drop_ack_sets",
     "entries",
     "entries_reversed",
+    "read_new_entries",
     "schema_count",
     "schemas",
     "subscription_exists",
@@ -93,6 +94,30 @@ def entries_reversed(
     """At most ``count`` entries of ``stream`` from ``end`` back to ``start``, newest first
     (``XREVRANGE``)."""
     return lane.call("XREVRANGE", stream, end, start, "COUNT", count, decode=decode_entries)
+
+
+def read_new_entries(
+    lane: CommandLane, keys: SubscriptionKeys, subscription: str, consumer: str, count: int
+) -> asyncio.Future[list[Entry]]:
+    """At most ``count`` entries of the stream that no consumer of ``subscription`` has read,
+    made pending at ``consumer`` (``XREADGROUP ... >``), oldest first."""
+    return lane.call(
+        "XREADGROUP",
+        "GROUP",
+        subscription,
+        consumer,
+        "COUNT",
+        count,
+        "STREAMS",
+        keys.stream,
+        ">",
+        decode=_new_entries,
+    )
+
+
+def _new_entries(reply: list[Any] | None) -> list[Entry]:
+    # ``[[stream, [(id, fields), ...]]]``, or nil when there is nothing new
+    return reply[0][1] if reply else []
 
 
 def acknowledge(

@@ -45,8 +45,6 @@ from urllib.parse import quote
 from aiohttp import web
 
 from pulsar_gateway.adapters.http.topics.operations import message_id_json
-from pulsar_gateway.adapters.pulsar_binary.codec import CodecError, parse_blob, proto_text
-from pulsar_gateway.adapters.pulsar_binary.entry_format import decompress
 from pulsar_gateway.adapters.resource import (
     Body,
     fail,
@@ -62,6 +60,7 @@ from pulsar_gateway.core import (
     StoredEntry,
     format_time,
 )
+from pulsar_gateway.entry_codec import CodecError, decompress, parse_blob, proto_text
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["add_routes"]

@@ -6,22 +6,50 @@ one producer appended during one event-loop tick."""
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from pulsar_gateway.core.storage.keys import TopicKeys
 from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner
 
-__all__ = ["DUPLICATE", "FENCED", "append_entries", "entry_options"]
+__all__ = ["AppendOutcome", "AppendStatus", "append_entries", "entry_options", "stored"]
 
-#: What an append resolves with for a duplicate: nothing stored, the client still gets a
-#: receipt, for message id ``(-1, -1)`` as Pulsar answers (``MessageDupStatus.Dup``).
-DUPLICATE: Final = None
-#: What an append resolves with when an ExclusiveWithFencing producer took the topic from
-#: this exclusive producer: nothing stored, the producer must close.
-FENCED: Final = 0
 
+class AppendStatus(enum.Enum):
+    """What became of one appended entry."""
+
+    #: stored as ``(ledger_id, entry_id)``
+    STORED = "stored"
+    #: a duplicate (deduplication): nothing stored; the client still gets a receipt, for
+    #: message id ``(-1, -1)`` as Pulsar answers (``MessageDeduplication`` ``Dup``)
+    DUPLICATE = "duplicate"
+    #: nothing stored and the producer must close: an ExclusiveWithFencing producer took
+    #: the topic from this exclusive producer, or the topic is terminated (Pulsar's
+    #: ``ProducerFencedException``, ``TopicTerminatedException``); the producer's next
+    #: PRODUCER learns which
+    REFUSED = "refused"
+
+
+class AppendOutcome(NamedTuple):
+    """One entry's outcome: its status and, when stored, its position (``-1, -1``
+    otherwise, the id of a duplicate's receipt)."""
+
+    status: AppendStatus
+    ledger_id: int = -1
+    entry_id: int = -1
+
+
+_STORED: Final = AppendStatus.STORED
+_DUPLICATE: Final = AppendOutcome(AppendStatus.DUPLICATE)
+_REFUSED: Final = AppendOutcome(AppendStatus.REFUSED)
+_new = tuple.__new__
 _SCRIPT = SCRIPTS["append_entries"]
+
+
+def stored(ledger_id: int, entry_id: int) -> AppendOutcome:
+    """The outcome of an entry stored at ``(ledger_id, entry_id)``."""
+    return _new(AppendOutcome, (_STORED, ledger_id, entry_id))
 
 
 def entry_options(
@@ -59,7 +87,7 @@ def append_entries(
     *,
     rollover: str,
     entries: Sequence[tuple[bytes, str, int]],
-) -> asyncio.Future[list[bytes | int | None]]:
+) -> asyncio.Future[list[AppendOutcome]]:
     """Append ``entries`` (blob, :func:`entry_options` and publish time each) in order,
     atomically.
 
@@ -70,8 +98,7 @@ def append_entries(
             ``MessageMetadata.publish_time`` (ms; 0 when unknown: none is stored).
 
     Returns:
-        A future of one result per entry: its stream id, :data:`DUPLICATE` or
-        :data:`FENCED`.
+        A future of one outcome per entry, in order.
     """
     args: list[Any] = [rollover]
     for blob, options, publish_time in entries:
@@ -84,5 +111,18 @@ def append_entries(
     )
 
 
-def _appended(reply: list[bytes | int | None]) -> list[bytes | int | None]:
-    return reply
+def _appended(reply: list[bytes | int | None]) -> list[AppendOutcome]:
+    """The script answers per entry its stream id, ``false`` (nil) for a duplicate, or 0
+    when refused."""
+    outcomes: list[AppendOutcome] = []
+    append = outcomes.append
+    for result in reply:
+        if type(result) is bytes:
+            # parse_stream_id inlined: this runs for every appended entry
+            ms, _, seq = result.partition(b"-")
+            append(_new(AppendOutcome, (_STORED, int(ms), int(seq))))
+        elif result is None:
+            append(_DUPLICATE)
+        else:
+            append(_REFUSED)
+    return outcomes

@@ -1,6 +1,7 @@
 """Typed calls of the dispatch scripts: ``dispatch.lua`` (Exclusive, Shared, Failover),
 ``dispatch_key_shared.lua`` and ``dispatch_compacted.lua``, which share one reply format,
-and the native read (:func:`dispatch_native`) with ``settle_read.lua``.
+and ``settle_read.lua``, which settles what a native read may not deliver (the read itself,
+and what it may deliver, is :mod:`pulsar_gateway.core.consuming.native_read`).
 
 This is the consume hot path: the reply is decoded in one pass, reading only the entry
 fields a consumer needs (the blob and the batch size; the deliver-at time of an entry read
@@ -13,14 +14,12 @@ import asyncio
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pulsar_gateway.core.model.entry import (
     BLOB,
-    BROKER_TIME,
     DELIVER_AT,
     NUM_MESSAGES,
-    PUBLISH_TIME,
     Delivery,
     decode_ack_set,
 )
@@ -30,16 +29,15 @@ from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner, text
 
 __all__ = [
     "NO_UNACKED_LIMITS",
-    "CommandRunner",
     "DispatchReply",
     "DispatchStatus",
     "SettleReply",
     "UnackedArgs",
     "decode_dispatch",
+    "delivery_fields",
     "dispatch",
     "dispatch_compacted",
     "dispatch_key_shared",
-    "dispatch_native",
     "settle_read",
 ]
 
@@ -87,7 +85,8 @@ class DispatchReply:
         deliveries: the entries handed to the consumer, in order.
         active: with NOT_ACTIVE, the active Failover consumer's uid (``""``: none known).
         now_ms: Redis's clock when the script ran.
-        drained: a native read (:func:`dispatch_native`) found no more new entries; None
+        drained: a native read (:mod:`pulsar_gateway.core.consuming.native_read`) found no
+            more new entries; None
             for a script's reply (the caller judges by the messages it got).
         settled: a native read's ``settle_read.lua`` call, when entries had to be handed
             back or scheduled; None otherwise.
@@ -138,7 +137,7 @@ def decode_dispatch(reply: list[Any]) -> DispatchReply:
         return DispatchReply(status)
     deliveries: list[Delivery] = []
     for i in range(6, len(reply), 4):
-        blob, num, _ = _read_fields(reply[i + 1])
+        blob, num, _ = delivery_fields(reply[i + 1])
         delivery = Delivery(reply[i], blob, num, int(reply[i + 2]))
         ack_set = reply[i + 3]
         if ack_set:
@@ -156,9 +155,10 @@ def decode_dispatch(reply: list[Any]) -> DispatchReply:
     )
 
 
-def _read_fields(fields: list[bytes]) -> tuple[bytes, int, int | None]:
+def delivery_fields(fields: list[bytes]) -> tuple[bytes, int, int | None]:
     """An entry's blob, number of messages and deliver-at time (None: none) from its flat
-    field list; the only fields a delivery reads."""
+    field list (as a script or ``XREADGROUP`` returns it); the only fields a delivery
+    reads."""
     blob = b""
     num = 1
     at = None
@@ -189,7 +189,7 @@ def dispatch(
 ) -> asyncio.Future[DispatchReply]:
     """Hand up to ``permits`` messages of an Exclusive, Shared or Failover subscription to
     ``consumer`` (its uid): redeliveries first, then due scheduled messages, then new
-    entries (unless ``new_entries`` is False: :func:`dispatch_native` reads them).
+    entries (unless ``new_entries`` is False: the caller reads them natively).
     ``messages_per_entry`` sizes the first read; ``partition`` picks the active Failover
     consumer of a partition (-1 for none). ``unacked_limits``: on Shared, the consumer's
     unacked limit and whether it is blocked, the subscription's and whether it is (a limit
@@ -201,142 +201,6 @@ def dispatch(
     # ARGV[8]: 1 when the caller reads new entries natively; ARGV[9..12]: unacked limits
     args += (partition, 0 if new_entries else 1, *unacked_limits)
     return lane.eval(_DISPATCH, keys.all, args, decode_dispatch)
-
-
-class CommandRunner(ScriptRunner, Protocol):
-    """A lane that also sends plain commands (the native read's ``XREADGROUP``)."""
-
-    def call(self, *args: Any) -> asyncio.Future[Any]:
-        """Queue one Redis command; the future resolves with its raw reply."""
-        ...
-
-
-def dispatch_native(
-    lane: CommandRunner,
-    keys: SubscriptionKeys,
-    *,
-    subscription: str,
-    consumer: str,
-    permits: int,
-    messages_per_entry: float,
-    lease_ms: int,
-    subscription_type: SubscriptionType,
-    partition: int,
-    unacked_limits: UnackedArgs = NO_UNACKED_LIMITS,
-) -> asyncio.Future[DispatchReply]:
-    """:func:`dispatch` with the new entries read natively: ``dispatch.lua`` (ARGV[8] = 1)
-    renews the lease, checks the Failover consumer and hands out redeliveries and due
-    scheduled messages; ``XREADGROUP ... >`` follows it in the same pipeline, so new
-    entries reach the gateway without passing through Lua (Redis's cost per consumed
-    message about halves; ``bench/bench.py``).
-
-    The reply's deliveries are the script's, then the entries read that the consumer may
-    have: a whole entry while at least one permit is left (as :func:`dispatch`), none when
-    the script refused, and on Shared none whose deliver-at time is ahead of the script's
-    clock (PIP-26). The rest is handed to ``settle_read.lua`` (``settled``): entries over
-    the permits or refused are un-read (or, if another read went past them meanwhile,
-    parked: the next dispatch hands them out first, so an Exclusive or Failover
-    subscription keeps its order); delayed ones are scheduled. Until it runs they are
-    pending at ``consumer``, so a gateway that dies before leaves them to the reaping of
-    its consumers, and the redelivery path of ``dispatch.lua`` schedules one that is not
-    due rather than deliver it early.
-
-    ``drained`` tells whether the read reached the end of the stream.
-    """
-    count = max(1, int(permits / max(messages_per_entry, 1.0)))
-    control = dispatch(
-        lane,
-        keys,
-        subscription=subscription,
-        consumer=consumer,
-        permits=permits,
-        messages_per_entry=messages_per_entry,
-        lease_ms=lease_ms,
-        subscription_type=subscription_type,
-        partition=partition,
-        new_entries=False,
-        unacked_limits=unacked_limits,
-    )
-    read = lane.call(
-        "XREADGROUP", "GROUP", subscription, consumer, "COUNT", count, "STREAMS", keys.stream, ">"
-    )
-    shared = subscription_type is SubscriptionType.SHARED
-    result: asyncio.Future[DispatchReply] = asyncio.get_running_loop().create_future()
-
-    def combine(_: asyncio.Future[Any]) -> None:
-        if not (control.done() and read.done()):
-            return
-        # Both outcomes are read, also when the caller gave up on the result, so a failure
-        # of each (the subscription deleted under both: NOGROUP) is retrieved, not reported
-        # by asyncio as never retrieved.
-        errors = [part.exception() for part in (control, read) if not part.cancelled()]
-        if result.done():
-            return
-        if control.cancelled() or read.cancelled():
-            # the caller abandons the consumer, which hands back whatever either one left
-            # pending at it
-            result.cancel()
-            return
-        if first := next((exc for exc in errors if exc is not None), None):
-            result.set_exception(first)
-            return
-        try:
-            result.set_result(settle(control.result(), read.result()))
-        except Exception as exc:  # an unreadable entry: the caller abandons the consumer
-            result.set_exception(exc)
-
-    def settle(reply: DispatchReply, rows: Any) -> DispatchReply:
-        entries = rows[0][1] if rows else []
-        if reply.status is not DispatchStatus.OK:
-            if not entries:
-                return reply
-            back = [row[0] for row in entries]
-            reply.settled = settle_read(lane, keys, subscription, consumer, back[-1], back, [])
-            return reply
-        left = permits - sum(d.num_messages for d in reply.deliveries)
-        room = reply.room  # entries the unacked limits still allow (-1: no limit)
-        now = reply.now_ms
-        handed_back: list[bytes] = []
-        scheduled: list[tuple[bytes, int]] = []
-        deliveries = reply.deliveries
-        for stream_id, fields in entries:
-            if left <= 0 or room == 0:
-                handed_back.append(stream_id)
-                continue
-            room -= 1  # (below zero from the start: no limit, never reaches 0)
-            size = len(fields)
-            if fields[0] == BLOB and (
-                (size == 6 and fields[4] == PUBLISH_TIME)
-                or (size == 4 and fields[2] == BROKER_TIME)
-                or size == 2
-            ):
-                # one message, no key, not delayed: the blob, the broker timestamp and the
-                # publish time (no publish time when stored before it was kept, the blob
-                # alone when stored before ledgers)
-                deliveries.append(Delivery(stream_id, fields[1], 1, 0))
-                left -= 1
-                continue
-            blob, num, at = _read_fields(fields)
-            if shared and at is not None and at > now:
-                scheduled.append((stream_id, at))
-                continue
-            deliveries.append(Delivery(stream_id, blob, num, 0))
-            left -= num
-        if reply.room >= 0:
-            reply.room = max(room, 0)
-        settled: asyncio.Future[SettleReply] | None = None
-        if handed_back or scheduled:
-            last_read = entries[-1][0]
-            settled = settle_read(
-                lane, keys, subscription, consumer, last_read, handed_back, scheduled
-            )
-        reply.drained = len(entries) < count
-        reply.settled = settled
-        return reply
-
-    control.add_done_callback(combine)
-    read.add_done_callback(combine)
-    return result
 
 
 def settle_read(

@@ -1,0 +1,1 @@
+"""Gateways and Redis killed, restarted, failing or failing over: marker ``chaos``."""

@@ -1,0 +1,1 @@
+"""The compose/ files and the stack built and run on a Docker engine: marker ``docker``."""

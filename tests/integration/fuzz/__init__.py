@@ -1,0 +1,1 @@
+"""Fuzzing campaigns and hostile input: marker ``fuzz``."""

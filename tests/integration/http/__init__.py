@@ -1,0 +1,1 @@
+"""The HTTP client surfaces: WebSocket API, REST produce, HTTP lookup."""

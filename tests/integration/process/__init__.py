@@ -1,0 +1,1 @@
+"""pulsar-gateway, embedded Redis and the bench/ tools run as processes: marker ``process``."""

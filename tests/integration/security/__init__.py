@@ -1,0 +1,1 @@
+"""TLS listeners, token and basic authentication, topic and subscription permissions."""

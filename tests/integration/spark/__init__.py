@@ -1,0 +1,1 @@
+"""The Spark data source against real gateways (a JVM): marker ``spark``."""
