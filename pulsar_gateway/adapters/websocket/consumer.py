@@ -7,9 +7,9 @@ messages are unacknowledged (``ConsumerHandler.receiveMessage``, ``pendingMessag
 ack or negative ack frees one place. In pull mode (``pullMode=true``) only ``permit``
 commands free places. This module keeps that model with the core in place of the client:
 
-* one :class:`_Handle` (a :class:`~pulsar_gateway.core.consuming.consumer.ConsumerSink`) per topic
-partition
-  holds a core consumer with ``receiverQueueSize`` permits (at least 1), its prefetch;
+* one :class:`_PartitionSink` (a :class:`~pulsar_gateway.core.consuming.consumer.ConsumerSink`)
+  per topic partition holds a core consumer with ``receiverQueueSize`` permits (at least
+  1), its prefetch;
 * deliveries are decompressed and unbatched (:func:`pulsar_gateway.entry_codec.unpack_entry`)
   into one queue; a pump task pushes from it while the client's window allows, and each pushed
   message returns a permit to its partition's consumer (in halves of the prefetch, as the
@@ -154,7 +154,7 @@ def _unacked_bits(batch_size: int, acked: range) -> tuple[int, ...]:
 
 
 @dataclass(eq=False)
-class _Handle:
+class _PartitionSink:
     """The sink of one topic partition's core consumer."""
 
     endpoint: ConsumerEndpoint
@@ -201,7 +201,7 @@ class _Pushed:
     """A message pushed to the client and not yet acknowledged, with the ``messageId``
     text it was pushed with."""
 
-    handle: _Handle
+    handle: _PartitionSink
     message_id: MessageId
     batch_size: int
     deadline: float
@@ -251,8 +251,8 @@ class ConsumerEndpoint:
         self.params = ConsumerParams()
         self.subscription = ""
         self.consumer_name = secrets.token_hex(3)[:5]
-        self.handles: dict[str, _Handle] = {}
-        self.queue: deque[tuple[_Handle, ReceivedMessage]] = deque()
+        self.handles: dict[str, _PartitionSink] = {}
+        self.queue: deque[tuple[_PartitionSink, ReceivedMessage]] = deque()
         self.window = _Window(size=1)
         self.prefetch = 1
         self._reader_start: MessageId | None = None
@@ -321,7 +321,7 @@ class ConsumerEndpoint:
     async def _attach(self, name: TopicName, base: TopicName, from_pattern: bool) -> None:
         if str(name) in self.handles:
             return
-        handle = _Handle(self, name, base, from_pattern=from_pattern)
+        handle = _PartitionSink(self, name, base, from_pattern=from_pattern)
         params = self.params
         reader = self.mode is Mode.READER
         handle.consumer = await self.services.subscriptions.subscribe(
@@ -368,7 +368,7 @@ class ConsumerEndpoint:
     # -- deliveries -----------------------------------------------------------------------
 
     def on_deliveries(
-        self, handle: _Handle, consumer: ConsumerHandle, deliveries: list[Delivery]
+        self, handle: _PartitionSink, consumer: ConsumerHandle, deliveries: list[Delivery]
     ) -> None:
         """The core handed ``handle``'s consumer entries (permits already taken)."""
         if self.closed or handle.consumer is not consumer:
@@ -426,7 +426,7 @@ class ConsumerEndpoint:
             if handle.consumer is not None:
                 handle.consumer.set_writable(writable)
 
-    def _give_back(self, handle: _Handle, permits: int) -> None:
+    def _give_back(self, handle: _PartitionSink, permits: int) -> None:
         """Return permits to ``handle``'s consumer, in halves of the prefetch."""
         handle.to_return += permits
         if handle.to_return >= max(1, self.prefetch // 2) and handle.consumer is not None:
@@ -489,7 +489,7 @@ class ConsumerEndpoint:
         while True:
             await asyncio.sleep(tick)
             now = loop.time()
-            expired: dict[_Handle, set[bytes]] = {}
+            expired: dict[_PartitionSink, set[bytes]] = {}
             for key, item in list(pushed.items()):
                 if item.deadline > now:
                     break  # push order is deadline order
@@ -500,14 +500,14 @@ class ConsumerEndpoint:
             if expired:
                 self._wake.set()
 
-    def _redeliver(self, handle: _Handle, ids: list[bytes]) -> None:
+    def _redeliver(self, handle: _PartitionSink, ids: list[bytes]) -> None:
         consumer = handle.consumer
         if consumer is None or consumer.closed or self.closed:
             return
         if redeliver_unacknowledged(consumer, ids):
             self._forget_held(handle)
 
-    def _forget_held(self, handle: _Handle) -> None:
+    def _forget_held(self, handle: _PartitionSink) -> None:
         """Everything ``handle``'s consumer held goes out again (Exclusive, Failover): drop
         the session's copies, pushed (their places are free) and queued (their permits go
         back, as the Java client's ``redeliverUnacknowledgedMessages`` clears its receiver
@@ -529,7 +529,7 @@ class ConsumerEndpoint:
             self._set_writable(True)
         self._wake.set()
 
-    def _redeliver_later(self, handle: _Handle, ids: list[bytes]) -> None:
+    def _redeliver_later(self, handle: _PartitionSink, ids: list[bytes]) -> None:
         delay = self.params.negative_ack_delay_ms / 1000
         if delay <= 0:
             self._redeliver(handle, ids)
@@ -554,13 +554,13 @@ class ConsumerEndpoint:
             and delivery.redelivery_count > limit
         )
 
-    def _dead_letter_topic(self, handle: _Handle) -> TopicName:
+    def _dead_letter_topic(self, handle: _PartitionSink) -> TopicName:
         if self.params.dead_letter_topic is not None:
             return self.params.dead_letter_topic
         # ConsumerHandler: String.format("%s-%s-DLQ", topic, subscription)
         return parse_topic_name(f"{handle.base}-{self.subscription}-DLQ")
 
-    def _dead_letter_producer(self, handle: _Handle) -> asyncio.Future[TopicProducer]:
+    def _dead_letter_producer(self, handle: _PartitionSink) -> asyncio.Future[TopicProducer]:
         topic = self._dead_letter_topic(handle)
         fut = self._dead_letters.get(str(topic))
         if fut is None or (fut.done() and fut.exception() is not None):
@@ -592,7 +592,7 @@ class ConsumerEndpoint:
 
     async def _dead_letter(
         self,
-        handle: _Handle,
+        handle: _PartitionSink,
         consumer: ConsumerHandle,
         delivery: Delivery,
         messages: list[ReceivedMessage],
@@ -698,7 +698,7 @@ class ConsumerEndpoint:
             )
         )
 
-    def _resolve(self, mid: MessageId) -> _Handle | None:
+    def _resolve(self, mid: MessageId) -> _PartitionSink | None:
         """The partition consumer a client's message id belongs to."""
         candidates = [h for h in self.handles.values() if h.partition == mid.partition]
         if len(candidates) > 1:
@@ -727,14 +727,14 @@ class ConsumerEndpoint:
             return None
         return pushed
 
-    def _take(self, handle: _Handle, mid: MessageId) -> _Pushed | None:
+    def _take(self, handle: _PartitionSink, mid: MessageId) -> _Pushed | None:
         """Forget a pushed message (acked or nacked): its place in the window is free."""
         item = self.window.remove((handle.key, mid.ledger_id, mid.entry_id, mid.batch_index))
         if item is not None:
             self._wake.set()
         return item
 
-    def _ack(self, handle: _Handle, target: frames.AckTarget) -> None:
+    def _ack(self, handle: _PartitionSink, target: frames.AckTarget) -> None:
         consumer = handle.consumer
         assert consumer is not None
         mid = target.message_id
@@ -772,12 +772,12 @@ class ConsumerEndpoint:
         for consumer, ids in acks.items():
             consumer.ack(ids)
 
-    def _negative_ack(self, handle: _Handle, target: frames.AckTarget) -> None:
+    def _negative_ack(self, handle: _PartitionSink, target: frames.AckTarget) -> None:
         mid = target.message_id
         self._take(handle, mid)
         self._redeliver_later(handle, [mid.stream_id])
 
-    def _ack_cumulative(self, handle: _Handle, target: frames.AckTarget) -> None:
+    def _ack_cumulative(self, handle: _PartitionSink, target: frames.AckTarget) -> None:
         """Everything of ``handle``'s partition up to and including the id (beyond
         Pulsar's WebSocket API; Exclusive and Failover only, as in Pulsar)."""
         consumer = handle.consumer
@@ -856,7 +856,7 @@ class ConsumerEndpoint:
 
     # -- closing --------------------------------------------------------------------------
 
-    def on_closed_by_gateway(self, handle: _Handle, consumer: ConsumerHandle) -> None:
+    def on_closed_by_gateway(self, handle: _PartitionSink, consumer: ConsumerHandle) -> None:
         """The core closed a consumer (lease lost, seek, topic deleted): end the session
         so the client reconnects and subscribes again."""
         if handle.consumer is not consumer or self.closed:

@@ -276,7 +276,7 @@ def test_messages_due_at_the_same_time_keep_publish_order(client, topic, sub_typ
     more than ten share a millisecond of the stream (ids ``<ms>-9`` then ``<ms>-10``)."""
     consumer = subscribe(client, topic, sub_type)
     producer = producer_of(client, topic)
-    due = now_ms() + 1500
+    due = now_ms() + 3000  # time to send them all first, on a loaded machine too
     sent = [f"m-{i}".encode() for i in range(1000)]
     sends = Sends()
     for payload in sent:
@@ -529,7 +529,7 @@ def test_burst_due_at_once_is_delivered_in_bounded_chunks_without_starving_other
     other_producer = producer_of(client_factory(gateway.url), other_topic)
     producer = producer_of(burst_client, topic)
     count = 5000
-    due = now_ms() + 1500
+    due = now_ms() + 5000  # time to send them all first, on a loaded machine too
     sent = [f"m-{i}".encode() for i in range(count)]
     sends = Sends()
     for payload in sent:
