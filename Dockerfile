@@ -1,6 +1,6 @@
 # The gateway's image: Debian bookworm's python3 and this project in a venv at /opt/gateway.
 #
-#   compose/stack wheels && docker build -t pgw-gateway .
+#   docker build -t pgw-gateway .
 #   docker run --rm -p 6650:6650 -p 8080:8080 pgw-gateway --redis-url redis://REDIS:6379
 #
 # The target spark-pipeline, built with EXTRAS=[spark], is the Spark example pipeline
@@ -10,13 +10,48 @@
 #   docker build --target spark-pipeline --build-arg EXTRAS=[spark] -t pgw-spark-pipeline .
 #   docker run --rm --network host pgw-spark-pipeline --produce 1000 --once
 #
-# Python packages come from the wheelhouse that `compose/stack wheels` builds on the host
-# (compose/.state/wheels: this project and every dependency, for CPython 3.11), so the build
-# needs no access to PyPI; with `--build-arg PIP_FROM=pypi` they come from PyPI instead and
-# the project from this source tree. Every option is also an environment variable
-# (PULSAR_GATEWAY_REDIS_URL, PULSAR_GATEWAY_ADVERTISED_ADDRESS, ...: see --help). Without
-# --redis-url the gateway starts its own AOF-persistent redis-server under
-# /var/lib/pulsar-gateway/data (mount a volume there to keep it).
+# Python packages come, by default (PIP_FROM=auto), from the wheelhouse compose/wheels when
+# it holds this project's wheel, else from PyPI. `compose/stack wheels` fills it on the host
+# (this project and every dependency, for CPython 3.11), so the build then needs no access
+# to PyPI; until then the directory holds only its .gitignore, which keeps it in every clone.
+# `--build-arg PIP_FROM=wheels` insists on the wheelhouse (the build stops at once without
+# it) and `--build-arg PIP_FROM=pypi` takes everything from PyPI, the project from this
+# source tree. Either way the base image debian:bookworm must be there or pullable
+# (`compose/stack base` builds it where no registry answers). Every option is also an
+# environment variable (PULSAR_GATEWAY_REDIS_URL, PULSAR_GATEWAY_ADVERTISED_ADDRESS, ...:
+# see --help). Without --redis-url the gateway starts its own AOF-persistent redis-server
+# under /var/lib/pulsar-gateway/data (mount a volume there to keep it).
+
+# -- where the Python packages come from ---------------------------------------------------
+# A stage of its own that needs nothing but the base image, so that PIP_FROM=wheels without
+# a wheelhouse stops the build at once, not after the apt-get installs of the others.
+FROM debian:bookworm AS pip-source
+# where the wheels are, in the build context (compose/stack writes them there); "auto"
+# (the wheelhouse when it holds this project's wheel, else PyPI), "wheels" or "pypi"
+ARG WHEELS=compose/wheels
+ARG PIP_FROM=auto
+# pyproject.toml is always there, so the COPY holds when the wildcard matches no wheel
+COPY pyproject.toml ${WHEELS}/pulsar_redis_gateway-*.whl /probe/
+RUN set -eu; \
+    found=""; \
+    if ls /probe/pulsar_redis_gateway-*.whl >/dev/null 2>&1; then found=yes; fi; \
+    case "$PIP_FROM" in \
+      auto) if [ -n "$found" ]; then from=wheels; else from=pypi; fi ;; \
+      wheels) \
+        [ -n "$found" ] || { \
+          echo "PIP_FROM=wheels, but the wheelhouse $WHEELS holds no pulsar_redis_gateway" \
+               "wheel: run compose/stack wheels first, or build with" \
+               "--build-arg PIP_FROM=auto (or pypi)" >&2; exit 1; }; \
+        from=wheels ;; \
+      pypi) from=pypi ;; \
+      *) echo "PIP_FROM must be auto, wheels or pypi, not $PIP_FROM" >&2; exit 1 ;; \
+    esac; \
+    echo "$from" >/pip-from; \
+    if [ "$from" = wheels ]; then \
+      echo "PIP_FROM=$PIP_FROM: Python packages from the wheelhouse $WHEELS"; \
+    else \
+      echo "PIP_FROM=$PIP_FROM: Python packages from PyPI, the project from the source"; \
+    fi
 
 FROM debian:bookworm AS python
 RUN apt-get update \
@@ -28,28 +63,26 @@ FROM python AS install
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-venv \
     && rm -rf /var/lib/apt/lists/*
-# where the wheels are, in the build context; "wheels" (only them) or "pypi"; the project's
-# extras ("[spark]" for the pipeline)
-ARG WHEELS=compose/.state/wheels
-ARG PIP_FROM=wheels
+# the wheelhouse's path (as in pip-source) and the project's extras ("[spark]" for the
+# pipeline)
+ARG WHEELS=compose/wheels
 ARG EXTRAS=""
 COPY pyproject.toml README.md /src/
 COPY pulsar_gateway /src/pulsar_gateway
 COPY spark/pyspark_pulsar /src/spark/pyspark_pulsar
-# the wildcard lets the build go on without a wheelhouse when PIP_FROM=pypi
-COPY pyproject.toml ${WHEELS}* /wheels/
+COPY --from=pip-source /pip-from /pip-from
+# the directory is tracked (its .gitignore), so this COPY holds in a fresh clone
+COPY ${WHEELS}/ /wheels/
 RUN set -eu; \
     python3 -m venv /opt/gateway; \
-    case "$PIP_FROM" in \
+    case "$(cat /pip-from)" in \
       wheels) \
-        ls /wheels/pulsar_redis_gateway-*.whl >/dev/null 2>&1 || { \
-          echo "no wheelhouse in $WHEELS: run compose/stack wheels first," \
-               "or build with --build-arg PIP_FROM=pypi" >&2; exit 1; }; \
+        echo "installing pulsar-redis-gateway$EXTRAS from the wheelhouse $WHEELS"; \
         /opt/gateway/bin/pip install --no-cache-dir --no-index --find-links /wheels \
           "pulsar-redis-gateway$EXTRAS" ;; \
       pypi) \
+        echo "installing /src$EXTRAS and its dependencies from PyPI"; \
         /opt/gateway/bin/pip install --no-cache-dir "/src$EXTRAS" ;; \
-      *) echo "PIP_FROM must be wheels or pypi, not $PIP_FROM" >&2; exit 1 ;; \
     esac; \
     /opt/gateway/bin/pulsar-gateway --help >/dev/null
 
