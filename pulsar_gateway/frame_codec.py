@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple, NoReturn, Protocol, cast
+from typing import Final, NamedTuple, NoReturn, Protocol
 
 from pulsar_gateway.core import parse_stream_id
 from pulsar_gateway.entry_codec import (
@@ -213,9 +213,8 @@ def _parse_frame(buffer: bytearray, begin: int, end: int) -> Frame:
         if send is not None:
             command_bytes = bytes(buffer[begin + 4 : cmd_end])
             return Frame(None, parse_payload_section(buffer, cmd_end, end), send, command_bytes)
-    # bytearray is fine at runtime (upb reads it directly); the stub says bytes.
-    command_bytes = cast(bytes, buffer[begin + 4 : cmd_end])
-    command = parse_proto(pb.BaseCommand(), command_bytes, "BaseCommand")
+    # A bytearray slice (one copy, the command's bytes), parsed in place by upb.
+    command = parse_proto(pb.BaseCommand(), buffer[begin + 4 : cmd_end], "BaseCommand")
     carries_payload = command.type in _PAYLOAD_TYPES
     if cmd_end == end:
         if carries_payload:

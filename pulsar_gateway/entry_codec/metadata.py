@@ -33,7 +33,7 @@ def proto_text(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
 
-def parse_proto(message: _M, data: bytes, what: str) -> _M:
+def parse_proto(message: _M, data: bytes | bytearray, what: str) -> _M:
     """Parse ``data`` into ``message``; reject garbage and missing required fields.
 
     proto2 ParseFromString does not enforce ``required`` (docs/binary_protocol.md
@@ -42,7 +42,10 @@ def parse_proto(message: _M, data: bytes, what: str) -> _M:
     parsing, so callers pass bytes, or a bytearray, which it reads in place.)
     """
     try:
-        message.ParseFromString(data)
+        # The stubs' ParseFromString takes bytes only; upb's takes any buffer (a
+        # bytearray is read in place), so it is called untyped rather than through a cast
+        # of the bytearray to bytes, which would be false.
+        cast(Any, message).ParseFromString(data)
     except DecodeError as exc:
         raise MalformedFrame(f"{what}: invalid protobuf ({exc})") from exc
     if not message.IsInitialized():

@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 
 from pulsar_gateway import frame_codec
 from pulsar_gateway.core import InvalidTopicName, parse_topic_name
-from pulsar_gateway.entry_codec import compress, encode_batch, make_blob
+from pulsar_gateway.entry_codec import compress, encode_batch, make_blob, proto_text
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["BatchProducer", "OutgoingRow", "PulsarClientError", "PulsarConnection"]
@@ -237,7 +237,7 @@ class PulsarConnection:
             if reply.type == T.ERROR:
                 # The gateway refuses a CONNECT with ERROR (request id -1) and closes.
                 raise PulsarClientError._from_code(
-                    reply.error.error, f"{reply.error.message} ({self.service_url})"
+                    reply.error.error, f"{proto_text(reply.error.message)} ({self.service_url})"
                 )
             # Nothing else is expected before CONNECTED: ignore it, the deadline still holds.
 
@@ -258,7 +258,7 @@ class PulsarConnection:
         # Failures come in the response itself, not as ERROR (docs/binary_protocol.md
         # "Requests and responses").
         if answer.response != pb.CommandPartitionedTopicMetadataResponse.Success:
-            raise PulsarClientError._from_code(answer.error, answer.message)
+            raise PulsarClientError._from_code(answer.error, proto_text(answer.message))
         return int(answer.partitions)
 
     def schema(self, topic: str) -> pb.Schema | None:
@@ -336,7 +336,7 @@ class PulsarConnection:
                 self,
                 producer_id,
                 full_topic,
-                success.producer_name,
+                proto_text(success.producer_name),
                 last_sequence_id=success.last_sequence_id,
                 schema_version=(
                     success.schema_version if success.HasField("schema_version") else None
@@ -394,7 +394,11 @@ class PulsarConnection:
         self._wait(lambda: request_id in self._responses, what)
         response = self._responses.pop(request_id)
         if response.type == T.ERROR:
-            raise PulsarClientError._from_code(response.error.error, response.error.message)
+            # proto_text, as for every string field read here: upb hands one that is not
+            # UTF-8 over as bytes, and the error's message is text
+            raise PulsarClientError._from_code(
+                response.error.error, proto_text(response.error.message)
+            )
         return response
 
     def _wait(self, done: Callable[[], bool], what: str) -> None:
@@ -689,7 +693,7 @@ class BatchProducer:
         if self._error is None:
             self._error = PulsarClientError._from_code(
                 error.error,
-                f"{error.message} (producer {self.producer_name}, sequence id "
+                f"{proto_text(error.message)} (producer {self.producer_name}, sequence id "
                 f"{error.sequence_id}, topic {self.topic})",
             )
 

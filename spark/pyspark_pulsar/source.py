@@ -42,6 +42,7 @@ from pulsar_gateway.entry_codec import (
     MessageFormatError,
     make_blob,
     parse_blob,
+    proto_text,
     unpack_entry,
 )
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
@@ -301,10 +302,13 @@ class _RangeReading:
             return entry.blob, None
         if index + 1 < total:
             return None
-        chunks = self.store.earlier_chunks(topic, entry, metadata.uuid, index)
+        # the text the gateway stored the chunks under (its producer side: proto_text of
+        # the uuid, which upb hands over as bytes when it is not UTF-8)
+        uuid = proto_text(metadata.uuid)
+        chunks = self.store.earlier_chunks(topic, entry, uuid, index)
         if len(chunks) < index:
             self._report_loss(
-                f"chunks of the chunked message {metadata.uuid!r} ending at entry "
+                f"chunks of the chunked message {uuid!r} ending at entry "
                 f"{entry.message_id.stream_id.decode()} of {topic} were removed"
             )
             return None

@@ -202,9 +202,9 @@ def locate_storage(
             f"cannot learn where Redis is from {url}: HTTP {exc.code} {exc.reason}; set the "
             "option 'redis.url' (and 'redis.keyPrefix'), or 'admin.url' to a gateway"
         ) from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError) as failure:
         raise StorageUnavailable(
-            f"cannot learn where Redis is from {url}: {exc}; set the option 'redis.url' (and "
+            f"cannot learn where Redis is from {url}: {failure}; set the option 'redis.url' (and "
             "'redis.keyPrefix'), or 'admin.url' to a gateway's HTTP address"
         ) from None
     return StorageLocation(

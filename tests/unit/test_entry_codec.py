@@ -29,6 +29,7 @@ from pulsar_gateway.entry_codec import (
     make_blob,
     parse_batch,
     parse_blob,
+    parse_proto,
 )
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
@@ -312,3 +313,16 @@ def test_encode_metadata_refuses_what_protobuf_refuses() -> None:
         encode_metadata("p", 0, 0, deliver_at_time=2**63)
     with pytest.raises(ValueError):
         encode_message_id_data(1, 2, partition=2**31)
+
+
+def test_parse_proto_reads_a_bytearray_as_it_reads_bytes() -> None:
+    """The frame decoder hands over a slice of its buffer, a bytearray (upb parses it in
+    place): it gives what the same bytes give, and its errors are the same."""
+    cmd = pb.BaseCommand(type=pb.BaseCommand.PING, ping=pb.CommandPing())
+    data = cmd.SerializeToString()
+    from_bytearray = parse_proto(pb.BaseCommand(), bytearray(data), "BaseCommand")
+    assert from_bytearray == parse_proto(pb.BaseCommand(), data, "BaseCommand") == cmd
+    with pytest.raises(MalformedFrame, match="invalid protobuf"):
+        parse_proto(pb.BaseCommand(), bytearray(b"\xff\xff"), "BaseCommand")
+    with pytest.raises(MalformedFrame, match="missing required fields: type"):
+        parse_proto(pb.BaseCommand(), bytearray(), "BaseCommand")

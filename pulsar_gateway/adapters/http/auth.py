@@ -331,8 +331,8 @@ def _middleware() -> Callable[..., Awaitable[web.StreamResponse]]:
                 allowed = await _allowed(services, need, authenticated.role)
             except AuthorizationError as exc:
                 raise fail(web.HTTPForbidden, str(exc)) from None
-            except GatewayError as exc:
-                raise http_error(exc) from None
+            except GatewayError as failure:
+                raise http_error(failure) from None
             if not allowed:
                 reason = "Not authorized" if need.websocket else _REFUSALS[need.access]
                 raise fail(web.HTTPForbidden, reason)

@@ -182,8 +182,8 @@ def _messages(body: dict[str, Any], schema_type: str) -> list[_Request]:
         else:
             try:
                 value = encode_value(schema_type, payload)
-            except ValueError as exc:
-                raise _bad(f"messages[{i}]: {exc}") from None
+            except ValueError as invalid:
+                raise _bad(f"messages[{i}]: {invalid}") from None
         message = OutgoingMessage(
             value,
             key,
@@ -323,11 +323,11 @@ async def _produce(services: Services, request: web.Request) -> web.Response:
         index = indexes[i % count]
         try:
             outcome = await fut
-        except (GatewayError, ValueError) as exc:
-            results.append({"messageId": "", "errorCode": 2, "errorMsg": str(exc)})
+        except (GatewayError, ValueError) as failure:
+            results.append({"messageId": "", "errorCode": 2, "errorMsg": str(failure)})
             continue
-        except Exception as exc:  # a bug: raised once every append is awaited
-            unexpected = unexpected or exc
+        except Exception as bug:  # a bug: raised once every append is awaited
+            unexpected = unexpected or bug
             continue
         status, ledger_id, entry_id = outcome
         if status is AppendStatus.REFUSED:  # the topic was terminated meanwhile

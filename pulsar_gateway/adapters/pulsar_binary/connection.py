@@ -161,8 +161,8 @@ class ServerConnection:
             self._ping_outstanding = False
             try:
                 command = from_frame(frame)
-            except InvalidCommand as exc:
-                self._fail(f"malformed command: {exc}")
+            except InvalidCommand as invalid:
+                self._fail(f"malformed command: {invalid}")
                 return
             self._handle(frame.type, command)
 

@@ -137,8 +137,8 @@ class ConsumerSide:
             except GatewayError as exc:
                 state.error(cmd.request_id, exc)
                 return
-            except ValueError as exc:
-                state.error(cmd.request_id, NotAllowed(str(exc)))
+            except ValueError as invalid:
+                state.error(cmd.request_id, NotAllowed(str(invalid)))
                 return
             conn = self._conn
             if state.closed or cmd.consumer_id in self.consumers:

@@ -212,8 +212,8 @@ class TopicDiscovery:
                 # "Requests and responses"): the client decodes with its own schema.
                 conn.send_get_schema_error(cmd.request_id, pb.TopicNotFound, str(exc))
                 return
-            except GatewayError as exc:
-                conn.send_get_schema_error(cmd.request_id, *server_error(exc))
+            except GatewayError as failure:
+                conn.send_get_schema_error(cmd.request_id, *server_error(failure))
                 return
             conn.send_get_schema_response(
                 cmd.request_id,

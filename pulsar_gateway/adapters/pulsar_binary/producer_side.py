@@ -157,8 +157,8 @@ class ProducerSide:
         except GatewayError as exc:
             state.error(cmd.request_id, exc)
             return
-        except ValueError as exc:  # unknown access mode
-            state.error(cmd.request_id, NotAllowed(str(exc)))
+        except ValueError as invalid:  # unknown access mode
+            state.error(cmd.request_id, NotAllowed(str(invalid)))
             return
         if state.closed or cmd.producer_id in self.producers:
             await service.close(producer)

@@ -679,9 +679,11 @@ class ConsumerEndpoint:
                 self._negative_ack(handle, target)
             else:
                 self._ack_cumulative(handle, target)
-        except (GatewayError, ValueError) as exc:
-            session.count_error(type(exc).__name__)
-            await session.send(frames.command_error(frames.UNKNOWN_ERROR, str(exc), target.text))
+        except (GatewayError, ValueError) as failure:
+            session.count_error(type(failure).__name__)
+            await session.send(
+                frames.command_error(frames.UNKNOWN_ERROR, str(failure), target.text)
+            )
 
     def _reached_end_of_topic(self) -> bool:
         """``consumer.hasReachedEndOfTopic()`` (every partition's, as

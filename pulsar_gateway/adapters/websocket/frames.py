@@ -159,9 +159,9 @@ def parse_producer_message(text: str | bytes, now_ms: int) -> ProducerRequest:
         # strict: only the alphabet and proper padding (Java's Base64 decoder refuses
         # the rest too); binascii directly, without b64decode's checking regex
         raw = a2b_base64(payload, strict_mode=True)
-    except (binascii.Error, ValueError) as exc:
+    except (binascii.Error, ValueError) as bad:
         raise FrameError(
-            PAYLOAD_ENCODING_ERROR, f"Invalid Base64 message-payload error={exc}", context
+            PAYLOAD_ENCODING_ERROR, f"Invalid Base64 message-payload error={bad}", context
         ) from None
     properties = get("properties") or {}
     if properties and (

@@ -234,9 +234,9 @@ class ProducerSession:
         message = request.message
         try:
             partition, fut = self.producer.send(message, request.sequence_id)
-        except (DeliveryDelayNotAllowed, MessageTooLarge) as exc:
+        except (DeliveryDelayNotAllowed, MessageTooLarge) as refused:
             # Pulsar answers a failed send with UnknownError and the exception's text.
-            self._error(frames.UNKNOWN_ERROR, type(exc).__name__, str(exc), request.context)
+            self._error(frames.UNKNOWN_ERROR, type(refused).__name__, str(refused), request.context)
             return
         self._reply((fut, partition, request.context))
 

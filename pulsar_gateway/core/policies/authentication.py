@@ -360,8 +360,8 @@ class AuthenticationProviderToken:
         except jwt.PyJWTError as exc:
             # Pulsar's wording, kept so operators can grep for it.
             raise AuthenticationError(f"Failed to authentication token: {exc}") from None
-        except (ValueError, TypeError) as exc:  # anything PyJWT did not wrap
-            raise AuthenticationError(f"Failed to authentication token: {exc}") from None
+        except (ValueError, TypeError) as unwrapped:  # anything PyJWT did not wrap
+            raise AuthenticationError(f"Failed to authentication token: {unwrapped}") from None
         role = _role(claims.get(self.role_claim))
         if role is None:
             raise AuthenticationError(f"The token has no '{self.role_claim}' claim with a role")

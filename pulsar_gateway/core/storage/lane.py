@@ -50,7 +50,6 @@ from typing import Any, NamedTuple
 
 import hiredis
 from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
@@ -61,6 +60,7 @@ except ImportError:  # pragma: no cover - another redis-py layout: the public pa
 
 from pulsar_gateway.core.errors import ServiceNotReady, StorageError
 from pulsar_gateway.core.gate import Gate
+from pulsar_gateway.core.storage.connections import LaneConnection, direct_connection
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
 from pulsar_gateway.core.storage.slots import has_hash_tag, is_read_only
 
@@ -68,7 +68,6 @@ __all__ = [
     "Lane",
     "QueuedCommand",
     "ReplicaAcks",
-    "direct_connection",
     "pack_commands",
     "read_replies_forever",
 ]
@@ -158,45 +157,6 @@ def pack_commands(commands: Sequence[tuple[Any, ...]]) -> bytes:
             else:
                 append(_bulk(value))
     return b"".join(out)
-
-
-class _SynchronousWrite:
-    """Mixed into the pool's connection class for the lane's own connection.
-
-    redis-py writes only from coroutines (``send_packed_command`` awaits ``drain``); the
-    lane must put a pipeline on the socket synchronously, in the loop tick that packed it,
-    so the next tick's pipeline follows before Redis answers and :meth:`Lane.flush_now`
-    lets Redis work while the gateway encodes. A subclass of the connection class is
-    redis-py's extension point for connections (``ConnectionPool(connection_class=...)``);
-    the stream writer is the one its ``connect()`` opened.
-    """
-
-    _writer: asyncio.StreamWriter | None
-
-    def write_now(self, data: bytes) -> bool:
-        """Queue ``data`` on the socket now; False when the connection is closed."""
-        writer = self._writer
-        if writer is None:
-            return False
-        writer.write(data)
-        return True
-
-
-class LaneConnection(_SynchronousWrite, AbstractConnection):
-    """For type checking: a connection of the pool's class with :meth:`write_now`."""
-
-
-_lane_classes: dict[type[AbstractConnection], type[LaneConnection]] = {}
-
-
-def direct_connection(pool: ConnectionPool) -> LaneConnection:
-    """A new connection like the pool's (address, TLS, credentials, database), outside
-    the pool, able to write synchronously: the lane's, and the notifier's pub/sub ones."""
-    base = pool.connection_class
-    cls = _lane_classes.get(base)
-    if cls is None:
-        cls = _lane_classes[base] = type(f"Lane{base.__name__}", (_SynchronousWrite, base), {})
-    return cls(**pool.connection_kwargs)
 
 
 def _direct_reader(
@@ -611,8 +571,8 @@ class Lane:
                     except BaseException as exc:
                         self._fail(refused, self._failure(exc))
                         raise
-        except (RedisError, OSError) as exc:
-            self._drop_connection(conn, StorageError(f"Redis is unavailable: {exc!r}"))
+        except (RedisError, OSError) as lost:
+            self._drop_connection(conn, StorageError(f"Redis is unavailable: {lost!r}"))
         except BaseException as exc:
             if not (self._timed_out and isinstance(exc, asyncio.CancelledError)):
                 self._drop_connection(conn, ServiceNotReady("the gateway is shutting down"))

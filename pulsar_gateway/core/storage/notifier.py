@@ -35,12 +35,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from pulsar_gateway.core.errors import StorageError
-from pulsar_gateway.core.storage.lane import (
-    LaneConnection,
-    direct_connection,
-    pack_commands,
-    read_replies_forever,
-)
+from pulsar_gateway.core.storage.connections import LaneConnection, direct_connection
+from pulsar_gateway.core.storage.lane import pack_commands, read_replies_forever
 from pulsar_gateway.core.storage.slots import has_hash_tag
 
 __all__ = ["Notifier", "ShardRouter"]
@@ -58,7 +54,7 @@ ShardRouter = Callable[[str], tuple[tuple[str, int], Redis]]
 class _Link:
     """One pub/sub connection and the channels subscribed on it.
 
-    The connection is the lane's kind (:func:`.lane.direct_connection`): (un)subscribe
+    The connection is the lane's kind (:func:`.connections.direct_connection`): (un)subscribe
     commands are written when asked for, and messages are read straight from hiredis's
     reader and handled in the loop turn that read them, every buffered one at once.
     redis-py's ``PubSub.get_message`` costs a timeout and a stack of coroutines per call,
