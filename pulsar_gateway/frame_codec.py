@@ -52,7 +52,6 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple, NoReturn, Protocol
 
-from pulsar_gateway.core import parse_stream_id
 from pulsar_gateway.entry_codec import (
     BLOB_HEADER_SIZE,
     CodecError,
@@ -558,28 +557,30 @@ def encode_messages(
     its own (the connection joins everything it writes once).
 
     Raises:
-        ValueError: as :func:`encode_message`, or a stream id that is not ``L-E``
-            (``pulsar_gateway.core.parse_stream_id``).
+        ValueError: as :func:`encode_message`, or a stream id that is not ``L-E``.
     """
     consumer = b"\x08" + uvarint(consumer_id) + b"\x12"
     tail = b"" if partition == -1 else b"\x18" + ivarint(partition, 32)
     pack = _U32X2.pack
     pieces: list[bytes] = []
     extend = pieces.extend
-    last_ledger = -1
+    last_ms = b""
     last_width = 0
     # per ledger id and entry id varint length: the message's bytes up to the entry id, the
     # frame's command head and command size (fixed by the two varints' lengths)
     before_entry = command_head = b""
     command_size = 0
     for entry in entries:
-        ledger_id, entry_id = parse_stream_id(entry.stream_id)
+        # the stream id read in place (not through parse_stream_id): the ledger id stays
+        # bytes, compared with the last one, and is converted only when it changes
+        ms, _, seq = entry.stream_id.partition(b"-")
+        entry_id = int(seq)
         blob = entry.blob
         if entry.redelivery_count or entry.ack_set or not 0 <= entry_id < 0x4000:
             pieces.append(
                 encode_message(
                     consumer_id,
-                    ledger_id,
+                    int(ms),
                     entry_id,
                     partition,
                     entry.redelivery_count,
@@ -592,15 +593,15 @@ def encode_messages(
             width, entry_varint = 1, VARINT_1[entry_id]
         else:
             width, entry_varint = 2, bytes((entry_id & 0x7F | 0x80, entry_id >> 7))
-        if ledger_id != last_ledger or width != last_width:
-            ledger = ledger_varint(ledger_id)
+        if ms != last_ms or width != last_width:
+            ledger = ledger_varint(int(ms))
             # MessageIdData: ledgerId (1), entryId (2, one or two bytes), [partition (3)]
             message_id_size = len(ledger) + 2 + width + len(tail)
             before_entry = consumer + VARINT_1[message_id_size] + b"\x08" + ledger + b"\x10"
             message_size = len(before_entry) + width + len(tail)
             command_head = _MESSAGE_HEAD[message_size]
             command_size = 4 + message_size
-            last_ledger, last_width = ledger_id, width
+            last_ms, last_width = ms, width
         if len(blob) < BLOB_HEADER_SIZE or blob[0] != 0x0E or blob[1] != 0x01:
             check_blob(blob)  # raises
         extend(

@@ -90,6 +90,7 @@ from pulsar_gateway.core.model.key_shared import KeySharedMode, KeySharedPolicy
 from pulsar_gateway.core.model.message_id import (
     MessageId,
     parse_stream_id,
+    previous_stream_id,
     signed64,
     start_position,
     stream_id,
@@ -281,6 +282,7 @@ __all__ = [
     "parse_quota_type",
     "parse_stream_id",
     "parse_topic_name",
+    "previous_stream_id",
     "redeliver_unacknowledged",
     "schema_type_name",
     "signed64",

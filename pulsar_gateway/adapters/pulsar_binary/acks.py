@@ -19,12 +19,9 @@ import asyncio
 from typing import Any, NamedTuple
 
 from pulsar_gateway.adapters.pulsar_binary.commands import Ack
-from pulsar_gateway.core import ConsumerHandle, stream_id
+from pulsar_gateway.core import ConsumerHandle, previous_stream_id, stream_id
 
 __all__ = ["AckCalls", "ack_calls", "acknowledge"]
-
-#: The largest entry id: ``(L - 1, MAX)`` is the last position before ledger ``L``.
-_MAX_ENTRY = (1 << 64) - 1
 
 
 class AckCalls(NamedTuple):
@@ -63,15 +60,9 @@ def _cumulative(cmd: Ack) -> AckCalls:
     if ledger < 0:
         return AckCalls([], [])
     ack_set = cmd.ack_sets.get(0)
-    if entry < 0 or ack_set:
-        if entry > 0:
-            upto = stream_id(ledger, entry - 1)
-        elif ledger > 0:
-            upto = stream_id(ledger - 1, _MAX_ENTRY)
-        else:
-            return AckCalls([], [])
-    else:
-        upto = stream_id(ledger, entry)
+    upto = previous_stream_id(ledger, entry) if entry < 0 or ack_set else stream_id(ledger, entry)
+    if upto is None:
+        return AckCalls([], [])
     partial = [(stream_id(ledger, entry), ack_set)] if ack_set and entry >= 0 else []
     return AckCalls([], partial, upto)
 

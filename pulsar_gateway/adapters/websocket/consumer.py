@@ -87,8 +87,8 @@ from pulsar_gateway.core import (
     TopicName,
     decode_ack_set,
     parse_topic_name,
+    previous_stream_id,
     redeliver_unacknowledged,
-    stream_id,
 )
 from pulsar_gateway.entry_codec import (
     MessageFormatError,
@@ -135,15 +135,6 @@ def java_message_id(message_id: MessageId) -> str:
     if message_id.batch_index >= 0:
         text += f":{message_id.batch_index}"
     return text
-
-
-def _previous_entry(ledger: int, entry: int) -> bytes | None:
-    """The stream id just before entry ``(ledger, entry)``, None before the first."""
-    if entry > 0:
-        return stream_id(ledger, entry - 1)
-    if ledger > 0:
-        return stream_id(ledger - 1, (1 << 64) - 1)
-    return None
 
 
 def _unacked_bits(batch_size: int, acked: range) -> tuple[int, ...]:
@@ -795,7 +786,7 @@ class ConsumerEndpoint:
                 f"Cumulative ack is not supported for {sub_type.name.title()} subscription"
             )
         if 0 <= mid.batch_index < batch_size - 1:
-            before = _previous_entry(mid.ledger_id, mid.entry_id)
+            before = previous_stream_id(mid.ledger_id, mid.entry_id)
             if before is not None:
                 consumer.ack_cumulative(before)
             acked = range(mid.batch_index + 1)

@@ -22,6 +22,7 @@ from pulsar_gateway.core.model.subscription_type import InitialPosition
 __all__ = [
     "MessageId",
     "parse_stream_id",
+    "previous_stream_id",
     "signed64",
     "start_position",
     "stream_id",
@@ -42,6 +43,17 @@ def signed64(value: int) -> int:
 def stream_id(ledger_id: int, entry_id: int) -> bytes:
     """The Redis stream id of entry ``(ledger_id, entry_id)``."""
     return b"%d-%d" % (ledger_id, entry_id)
+
+
+def previous_stream_id(ledger_id: int, entry_id: int) -> bytes | None:
+    """The stream id just before entry ``(ledger_id, entry_id)`` (the last possible entry
+    of the ledger before when ``entry_id`` is 0 or -1, a client's "before the first entry
+    of ledger L"); None before the first ledger."""
+    if entry_id > 0:
+        return stream_id(ledger_id, entry_id - 1)
+    if ledger_id > 0:
+        return stream_id(ledger_id - 1, _MAX_SEQ)
+    return None
 
 
 def parse_stream_id(sid: bytes | str) -> tuple[int, int]:

@@ -384,7 +384,7 @@ async def test_a_native_read_delivers_no_more_than_the_unacked_room(storage):
 # -- the native read: dispatch.lua as control, XREADGROUP in the same pipeline ---------------
 
 
-def dispatch_native(
+def read_natively_by(
     storage: Lane,
     uid: str,
     permits: int,
@@ -419,10 +419,10 @@ async def test_native_read_of_a_deleted_subscription_leaves_no_error_unread(stor
     it gave up on the result; asyncio must not find the other one never retrieved (the
     fuzzer saw it logged as an ERROR)."""
     await append(storage, 2)
-    first = dispatch_native(storage, "g-1", permits=5)
+    first = read_natively_by(storage, "g-1", permits=5)
     with pytest.raises(StorageError, match="NOGROUP"):
         await first
-    abandoned = dispatch_native(storage, "g-1", permits=5)
+    abandoned = read_natively_by(storage, "g-1", permits=5)
     abandoned.cancel()
     await asyncio.sleep(0.05)  # both parts answered
     del first, abandoned
@@ -434,7 +434,7 @@ async def test_native_read_shares_one_pipeline_and_keeps_permits_in_messages(sto
     await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
     ids = await append(storage, 5, batch=10)  # 5 entries of 10 messages
     before = storage.pipelines_sent
-    fut = dispatch_native(storage, "g-1", permits=25, sub_type=SubscriptionType.EXCLUSIVE)
+    fut = read_natively_by(storage, "g-1", permits=25, sub_type=SubscriptionType.EXCLUSIVE)
     await asyncio.sleep(0)
     assert storage.pipelines_sent - before == 1  # the script and the read went out together
     reply = await fut
@@ -445,7 +445,7 @@ async def test_native_read_shares_one_pipeline_and_keeps_permits_in_messages(sto
     await reply.settled
     # the last two were un-read (the cursor had not moved): not pending, read again next
     assert [i for i, _ in await pending_at(storage, "g-1")] == ids[:3]
-    again = await dispatch_native(storage, "g-1", 100, sub_type=SubscriptionType.EXCLUSIVE)
+    again = await read_natively_by(storage, "g-1", 100, sub_type=SubscriptionType.EXCLUSIVE)
     assert [d.stream_id for d in again.deliveries] == ids[3:]
     assert again.settled is None
     assert [d.redelivery_count for d in again.deliveries] == [0, 0]
@@ -458,8 +458,8 @@ async def test_native_read_parks_what_it_hands_back_once_another_read_went_past(
     await subscribe(storage, "g-1")
     await subscribe(storage, "g-2")
     ids = await append(storage, 6, batch=2)
-    first = dispatch_native(storage, "g-1", permits=3)  # reads 3 entries, sends 2
-    second = dispatch_native(storage, "g-2", permits=4)  # reads the other 3, sends 2
+    first = read_natively_by(storage, "g-1", permits=3)  # reads 3 entries, sends 2
+    second = read_natively_by(storage, "g-2", permits=4)  # reads the other 3, sends 2
     one, two = await asyncio.gather(first, second)
     assert [d.stream_id for d in one.deliveries] == ids[:2]
     assert [d.stream_id for d in two.deliveries] == ids[3:5]
@@ -467,7 +467,7 @@ async def test_native_read_parks_what_it_hands_back_once_another_read_went_past(
     await asyncio.gather(one.settled, two.settled)
     # g-1's extra entry is parked; g-2's, the last read, is un-read
     assert await pending_at(storage, "~parked") == [(ids[2], 0)]
-    third = await dispatch_native(storage, "g-2", permits=100)
+    third = await read_natively_by(storage, "g-2", permits=100)
     assert [(d.stream_id, d.redelivery_count) for d in third.deliveries] == [
         (ids[2], 0),
         (ids[5], 0),
@@ -479,7 +479,7 @@ async def test_native_read_schedules_entries_not_yet_due_on_shared_only(storage)
     now = await redis_now_ms(storage)
     (now_id,) = await append(storage, 1)
     later = await append_delayed(storage, 2, deliver_at=now + 60_000)
-    reply = await dispatch_native(storage, "g-1", permits=10)
+    reply = await read_natively_by(storage, "g-1", permits=10)
     assert [d.stream_id for d in reply.deliveries] == [now_id]
     assert reply.settled is not None
     settled = await reply.settled
@@ -497,7 +497,7 @@ async def test_native_read_schedules_delayed_entries_among_many_sent_ones(storag
     first = await append_delayed(storage, 1, deliver_at=now + 60_000)
     sent = await append(storage, 30)
     last = await append_delayed(storage, 1, deliver_at=now + 60_000)
-    reply = await dispatch_native(storage, "g-1", permits=100)
+    reply = await read_natively_by(storage, "g-1", permits=100)
     assert [d.stream_id for d in reply.deliveries] == sent
     assert reply.settled is not None
     await reply.settled
@@ -509,7 +509,7 @@ async def test_native_read_on_exclusive_delivers_delayed_entries_at_once(storage
     await subscribe(storage, "g-1", sub_type=SubscriptionType.EXCLUSIVE)
     now = await redis_now_ms(storage)
     later = await append_delayed(storage, 2, deliver_at=now + 60_000)
-    reply = await dispatch_native(storage, "g-1", 10, sub_type=SubscriptionType.EXCLUSIVE)
+    reply = await read_natively_by(storage, "g-1", 10, sub_type=SubscriptionType.EXCLUSIVE)
     assert [d.stream_id for d in reply.deliveries] == later
     assert reply.settled is None
 
@@ -531,18 +531,18 @@ async def test_gateway_dying_between_native_read_and_scheduling_never_delivers_e
     await subscriptions.reap_consumers(storage, SUB_KEYS, subscription=SUB)
     assert [i for i, _ in await pending_at(storage, "~parked")] == later
 
-    early = await dispatch_native(storage, "g-2", permits=10)
+    early = await read_natively_by(storage, "g-2", permits=10)
     assert early.deliveries == []
     assert 0 < early.next_due_ms <= 1_500
     assert [i for i, _ in await pending_at(storage, "~delayed")] == later
-    assert (await dispatch_native(storage, "g-2", permits=10)).deliveries == []
+    assert (await read_natively_by(storage, "g-2", permits=10)).deliveries == []
 
     while await redis_now_ms(storage) <= due_at:
         await asyncio.sleep(0.05)
-    due = await dispatch_native(storage, "g-2", permits=10)
+    due = await read_natively_by(storage, "g-2", permits=10)
     assert [d.stream_id for d in due.deliveries] == later
     assert all(late >= 0 for late in due.lateness_ms)
-    assert (await dispatch_native(storage, "g-2", permits=10)).deliveries == []
+    assert (await read_natively_by(storage, "g-2", permits=10)).deliveries == []
 
 
 async def test_native_read_for_a_reaped_consumer_hands_everything_back(storage):
@@ -551,14 +551,14 @@ async def test_native_read_for_a_reaped_consumer_hands_everything_back(storage):
     ids = await append(storage, 3)
     await storage.call("ZADD", KEYS.consumers(SUB), 1, "g-1")  # g-1's lease expired...
     await subscriptions.reap_consumers(storage, SUB_KEYS, subscription=SUB)  # ...reaped
-    reply = await dispatch_native(storage, "g-1", permits=10)
+    reply = await read_natively_by(storage, "g-1", permits=10)
     assert reply.status is DispatchStatus.CONSUMER_GONE
     assert reply.settled is not None
     await reply.settled
     # the read re-created g-1 in the group; settling un-read its entries and removed it
     groups = await storage.call("XINFO", "CONSUMERS", KEYS.stream, SUB)
     assert b"g-1" not in [row[1] for row in groups]
-    got = await dispatch_native(storage, "g-2", permits=10)
+    got = await read_natively_by(storage, "g-2", permits=10)
     assert [(d.stream_id, d.redelivery_count) for d in got.deliveries] == [(i, 0) for i in ids]
 
 
@@ -572,7 +572,7 @@ async def test_reaping_sweeps_a_group_consumer_that_is_not_registered(storage):
     assert handed == 2
     names = [row[1] for row in await storage.call("XINFO", "CONSUMERS", KEYS.stream, SUB)]
     assert b"g-9" not in names
-    got = await dispatch_native(storage, "g-2", permits=10)
+    got = await read_natively_by(storage, "g-2", permits=10)
     assert [d.stream_id for d in got.deliveries] == ids
 
 
