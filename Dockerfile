@@ -118,8 +118,10 @@ FROM python AS gateway
 COPY --from=install /opt/gateway /opt/gateway
 RUN useradd --user-group --uid 10001 --no-log-init --home-dir /var/lib/pulsar-gateway \
       --create-home --shell /usr/sbin/nologin gateway
+# one worker process per CPU the container may use (pulsar-gateway --workers)
 ENV PATH=/opt/gateway/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    PULSAR_GATEWAY_WORKERS=auto
 USER gateway
 WORKDIR /var/lib/pulsar-gateway
 # 6650: Pulsar binary protocol; 8080: admin REST, WebSocket, REST produce, /metrics

@@ -4,8 +4,8 @@ that one process out-runs one gateway core.
 Usage::
 
     .venv/bin/python bench/perf.py produce|consume|e2e [--service-url pulsar://HOST:6650[,...]]
-        [--start [--gateways G]] [--rate R] [--size B] [--batch N] [--topics T] [--producers P]
-        [--consumers C] [--subscription-type Shared] [--ack grouped|each|none]
+        [--start [--gateways G] [--workers W]] [--rate R] [--size B] [--batch N] [--topics T]
+        [--producers P] [--consumers C] [--subscription-type Shared] [--ack grouped|each|none]
         [--connections K] [--processes N] [--duration S] [--warmup S]
         [--gateway-pid PID] [--redis-pid PID] [--json PATH]
 
@@ -943,6 +943,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --start: gateways on the one Redis (connections spread over them)",
     )
     p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="with --start: each gateway runs this many worker processes (pulsar-gateway "
+        "--workers; their CPU is summed)",
+    )
+    p.add_argument(
         "--gateway-pid",
         type=int,
         action="append",
@@ -970,6 +977,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "connections",
         "processes",
         "gateways",
+        "workers",
     ):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
@@ -989,13 +997,18 @@ def main(argv: list[str] | None = None) -> int:
 
             env = BenchEnv("perf-")
             env.rds = RedisServer(env.workdir, args.aof)
-            env.gw = GatewayProcess(env.rds.url, env.workdir)
+            extra = ("--workers", str(args.workers))
+            env.gw = GatewayProcess(env.rds.url, env.workdir, extra=extra)
             env.watchdog.gateway = env.gw
             for i in range(1, args.gateways):
-                more_gateways.append(GatewayProcess(env.rds.url, env.workdir, name=str(i)))
+                more_gateways.append(
+                    GatewayProcess(env.rds.url, env.workdir, name=str(i), extra=extra)
+                )
             started = [env.gw, *more_gateways]
             args.service_url = ",".join(gw.url for gw in started)
-            gateway_pids, redis_pid = [gw.pid for gw in started], env.rds.proc.pid
+            # a supervisor's CPU and its workers' (they are its children)
+            gateway_pids = [p.pid for gw in started for p in [gw.ps, *gw.ps.children()]]
+            redis_pid = env.rds.proc.pid
         if args.prefill:
             fill = argparse.Namespace(**{**vars(args), "mode": "produce", "rate": 0})
             fill.duration, fill.warmup = 3600.0, 0.0

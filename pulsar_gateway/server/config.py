@@ -46,6 +46,7 @@ __all__ = [
     "LOG_LEVELS",
     "REDIS_URL_SCHEMES",
     "GatewayConfig",
+    "available_cpus",
     "build_parser",
     "parse_config",
 ]
@@ -143,6 +144,12 @@ def _check_replica_count(value: object) -> int:
 def _check_positive_int(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _check_workers(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"must be a positive number of processes or auto, got {value!r}")
     return value
 
 
@@ -308,6 +315,7 @@ _Validator = Callable[[object], Any]
 _VALIDATORS: Final[Mapping[str, _Validator]] = {
     "port": _check_port,
     "http_port": _check_port,
+    "workers": _check_workers,
     "bind": _check_token,
     "advertised_address": _check_optional_token,
     "advertised_listeners": _check_advertised_listeners,
@@ -394,6 +402,9 @@ class GatewayConfig:
     Attributes:
         port: Pulsar binary protocol port (Pulsar's ``brokerServicePort``); 0 = ephemeral.
         http_port: HTTP port for admin, health and metrics (``webServicePort``); 0 = ephemeral.
+        workers: Gateway processes sharing the ports (``SO_REUSEPORT``), each a member of
+            the fleet, under one supervising process (:mod:`.supervisor`); 1 runs the
+            gateway in this process.
         bind: Address both listeners bind to.
         advertised_address: Host returned to clients in LOOKUP answers (Pulsar's
             ``advertisedAddress``); None means derive it, see `advertised_host`.
@@ -547,6 +558,7 @@ class GatewayConfig:
 
     port: int = 6650
     http_port: int = 8080
+    workers: int = 1
     bind: str = "0.0.0.0"
     advertised_address: str | None = None
     advertised_listeners: str | None = None
@@ -628,6 +640,7 @@ class GatewayConfig:
                 # has to bypass the generated __setattr__.
                 object.__setattr__(self, name, normalized)
         self._check_tls()
+        self._check_workers()
         if (
             self.authentication_enabled
             and "basic" in self.authentication_providers
@@ -647,6 +660,24 @@ class GatewayConfig:
     def publish_buffer_bytes(self) -> int:
         """The publish buffer's limit in bytes, 0 for none."""
         return max(self.max_message_publish_buffer_size_in_mb, 0) * 1024 * 1024
+
+    def _check_workers(self) -> None:
+        """Workers share each port (``SO_REUSEPORT``): port 0 would give each worker a
+        port of its own, which no client could be told."""
+        if self.workers == 1:
+            return
+        ports = {
+            "port": self.port,
+            "http_port": self.http_port,
+            "port_tls": self.binary_port_tls,
+            "http_port_tls": self.web_port_tls,
+        }
+        for name, port in ports.items():
+            if port == 0:
+                raise ValueError(
+                    f"workers: {self.workers} workers share every port; {name} 0 (a free "
+                    "port) would give each worker a different one: give a port number"
+                )
 
     def _check_tls(self) -> None:
         """The TLS options that only make sense together."""
@@ -780,6 +811,21 @@ def _parse_float(text: str) -> float:
         raise ValueError(f"expected a number, got {text!r}") from None
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, as a container's cpuset limits
+    it), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _parse_workers(text: str) -> int:
+    if text.strip().lower() == "auto":
+        return available_cpus()
+    return _parse_int(text)
+
+
 def _parse_str(text: str) -> str:
     return text
 
@@ -800,6 +846,13 @@ def _parse_bool(text: str) -> bool:
 _OPTIONS: Final[tuple[_Option, ...]] = (
     _Option("port", _parse_int, "PORT", "Pulsar binary protocol port (0 = pick a free one)"),
     _Option("http_port", _parse_int, "PORT", "HTTP admin/health/metrics port (0 = free one)"),
+    _Option(
+        "workers",
+        _parse_workers,
+        "N",
+        "gateway processes sharing the ports, each a fleet member (auto: one per CPU); "
+        "more than 1 needs fixed ports",
+    ),
     _Option("bind", _parse_str, "ADDR", "address both listeners bind to"),
     _Option(
         "advertised_address",

@@ -25,6 +25,7 @@ from pulsar_gateway.server import wiring
 from pulsar_gateway.server.config import GatewayConfig
 from pulsar_gateway.server.tls import server_context
 from pulsar_gateway.server.wiring import Core
+from pulsar_gateway.server.workers import WorkerMetrics, WorkerRole
 
 __all__ = ["Gateway"]
 
@@ -32,11 +33,23 @@ log = logging.getLogger("pulsar_gateway")
 
 
 async def _serve_http(
-    runner: web.AppRunner, host: str, port: int, ssl_context: ssl.SSLContext | None
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext | None,
+    reuse_port: bool,
 ) -> int:
-    """Listen for the HTTP app on ``host:port`` (with TLS when ``ssl_context``); the port
-    bound (port 0 asks for a free one)."""
-    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_address=True)
+    """Listen for the HTTP app on ``host:port`` (with TLS when ``ssl_context``; sharing the
+    port with this host's other workers when ``reuse_port``); the port bound (port 0 asks
+    for a free one)."""
+    site = web.TCPSite(
+        runner,
+        host,
+        port,
+        ssl_context=ssl_context,
+        reuse_address=True,
+        reuse_port=reuse_port or None,
+    )
     await site.start()
     server = site._server
     if port == 0 and server is not None:
@@ -47,10 +60,17 @@ async def _serve_http(
 
 
 class Gateway:
-    """One gateway process's worth of servers, usable in-process (tests, bench)."""
+    """One gateway process's worth of servers, usable in-process (tests, bench).
 
-    def __init__(self, config: GatewayConfig) -> None:
+    ``worker``: this process is one of the workers of ``pulsar-gateway --workers N``
+    (:mod:`.supervisor`): it shares the ports with its siblings and answers ``/metrics``
+    for all of them (:mod:`.workers`).
+    """
+
+    def __init__(self, config: GatewayConfig, worker: WorkerRole | None = None) -> None:
         self.config = config
+        self.worker = worker
+        self._worker_metrics: WorkerMetrics | None = None
         self.embedded: EmbeddedRedis | None = None
         self.redis: Redis | None = None
         #: the built core (None until started): its services and background work
@@ -106,6 +126,7 @@ class Gateway:
             keepalive_seconds=config.keepalive_seconds,
             ssl_context=ssl_context,
             port_tls=config.binary_port_tls or 0,
+            reuse_port=self.worker is not None,
             auth_refresh_seconds=config.authentication_refresh_check_seconds,
             limits=ConnectionLimits(
                 max_connections=config.broker_max_connections,
@@ -121,23 +142,35 @@ class Gateway:
         self._binary = binary
         self.port = binary.port
         self.port_tls = binary.port_tls
-        runner = web.AppRunner(make_app(services), access_log=None, logger=SERVER_LOGGER)
+        process_metrics = None
+        if self.worker is not None:
+            self._worker_metrics = WorkerMetrics(services.metrics.registry, self.worker)
+            await self._worker_metrics.start()
+            process_metrics = self._worker_metrics.host
+        app = make_app(services, process_metrics=process_metrics)
+        runner = web.AppRunner(app, access_log=None, logger=SERVER_LOGGER)
         await runner.setup()
         self._http_runner = runner
-        self.http_port = await _serve_http(runner, config.bind, config.http_port, None)
+        reuse_port = self.worker is not None
+        self.http_port = await _serve_http(runner, config.bind, config.http_port, None, reuse_port)
         log.info("HTTP (admin, metrics) on %s:%d", config.bind, self.http_port)
         if ssl_context is not None and config.web_port_tls is not None:
             self.http_port_tls = await _serve_http(
-                runner, config.bind, config.web_port_tls, ssl_context
+                runner, config.bind, config.web_port_tls, ssl_context, reuse_port
             )
             log.info("HTTPS (admin, metrics, wss) on %s:%d", config.bind, self.http_port_tls)
         services.cluster.advertise(self.port, self.http_port, self.port_tls, self.http_port_tls)
+        # described in the fleet before "ready": the fleet's other gateways count this one's
+        # scrape target from now on (Fleet.metrics_share)
+        await self.core.membership.heartbeat()
 
     async def stop(self) -> None:
         if self._binary is not None:
             await self._binary.close()
         if self._http_runner is not None:
             await self._http_runner.cleanup()
+        if self._worker_metrics is not None:
+            await self._worker_metrics.close()
         if self.core is not None:
             await self.core.close()
         if self.redis is not None:

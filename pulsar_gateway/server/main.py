@@ -1,7 +1,9 @@
 """The ``pulsar-gateway`` command (also ``python -m pulsar_gateway``).
 
 Configuration comes from flags, then environment variables, then defaults
-(:mod:`.config`); the gateway runs until SIGTERM or SIGINT.
+(:mod:`.config`); the gateway runs until SIGTERM or SIGINT. With ``--workers N`` (N > 1)
+this process supervises N worker processes (:mod:`.supervisor`), each started with this
+module and told its role (:mod:`.workers`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from redis.exceptions import RedisError
 from pulsar_gateway.core.storage.embedded_redis import EmbeddedRedisError
 from pulsar_gateway.server.config import GatewayConfig, parse_config
 from pulsar_gateway.server.gateway import Gateway
+from pulsar_gateway.server.supervisor import Supervisor, WorkerFailed
+from pulsar_gateway.server.workers import WorkerRole, watch_supervisor
 
 __all__ = ["main", "serve"]
 
@@ -35,13 +39,15 @@ class StartupFailed(Exception):
     """The gateway could not start (the cause is chained)."""
 
 
-async def serve(config: GatewayConfig) -> None:
-    """Run a gateway until SIGTERM or SIGINT."""
+async def serve(config: GatewayConfig, worker: WorkerRole | None = None) -> None:
+    """Run a gateway until SIGTERM or SIGINT (``worker``: as one of a supervisor's workers,
+    until its supervisor is gone too)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    gateway = Gateway(config)
+    gateway = Gateway(config, worker=worker)
+    watch = watch_supervisor(worker, stop) if worker is not None else None
     try:
         try:
             await gateway.start()
@@ -54,10 +60,17 @@ async def serve(config: GatewayConfig) -> None:
         # out of the collector's reach, a full collection scans only what serving creates
         # (a /metrics scrape of 1,000 topics: 110 -> 80 ms of CPU, docs/benchmarks.md).
         gc.freeze()
-        log.info("ready: %s", ", ".join(gateway.urls))
+        if worker is None:
+            log.info("ready: %s", ", ".join(gateway.urls))
+        else:
+            # the supervisor says "ready:" once every worker serves
+            worker.announce_ready(gateway.urls)
+            watch.start()  # type: ignore[union-attr]  # set with the worker
         await stop.wait()
         log.info("signal received: shutting down")
     finally:
+        if watch is not None:
+            await watch.stop()
         await gateway.stop()
 
 
@@ -73,14 +86,23 @@ class OneLineFormatter(logging.Formatter):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = parse_config(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    config = parse_config(args)
+    worker = WorkerRole.from_environ()
+    # a worker's lines carry its number: the workers share the supervisor's stderr
+    where = f"worker-{worker.index} " if worker is not None else ""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        OneLineFormatter(f"%(asctime)s %(levelname)s {where}%(name)s: %(message)s")
+    )
     logging.basicConfig(level=config.log_level, handlers=[handler])
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve(config))
-    except StartupFailed as exc:
+            if config.workers > 1:
+                asyncio.run(Supervisor(config, args).run())
+            else:
+                asyncio.run(serve(config, worker))
+    except (StartupFailed, WorkerFailed) as exc:
         log.critical("cannot start: %s", exc)
         return 1
     return 0

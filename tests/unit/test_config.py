@@ -7,12 +7,19 @@ import re
 
 import pytest
 
-from pulsar_gateway.server.config import ENV_PREFIX, GatewayConfig, build_parser, parse_config
+from pulsar_gateway.server.config import (
+    ENV_PREFIX,
+    GatewayConfig,
+    available_cpus,
+    build_parser,
+    parse_config,
+)
 
 # Every option: (field, flag, environment variable, a valid raw value, its parsed value).
 OPTIONS = [
     ("port", "--port", "PULSAR_GATEWAY_PORT", "6651", 6651),
     ("http_port", "--http-port", "PULSAR_GATEWAY_HTTP_PORT", "8081", 8081),
+    ("workers", "--workers", "PULSAR_GATEWAY_WORKERS", "3", 3),
     ("bind", "--bind", "PULSAR_GATEWAY_BIND", "127.0.0.2", "127.0.0.2"),
     (
         "advertised_address",
@@ -427,6 +434,48 @@ def test_help_shows_real_defaults() -> None:
 def test_direct_construction_validates(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(ValueError, match=f"^{field}: "):
         GatewayConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_workers_auto_is_one_per_cpu_this_process_may_use() -> None:
+    assert parse_config(["--workers", "auto"]).workers == available_cpus() >= 1
+    assert parse_config([], environ={"PULSAR_GATEWAY_WORKERS": "AUTO"}).workers == available_cpus()
+    assert parse_config([]).workers == 1
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many", "1.5"])
+def test_workers_must_be_a_positive_count_or_auto(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_config(["--workers", value])
+    assert exc.value.code == 2
+    assert "argument --workers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"port": 0}, "port"),
+        ({"http_port": 0}, "http_port"),
+        (
+            {"tls_certificate_file_path": "c.pem", "tls_key_file_path": "k.pem", "port_tls": 0},
+            "port_tls",
+        ),
+        (
+            {
+                "tls_certificate_file_path": "c.pem",
+                "tls_key_file_path": "k.pem",
+                "http_port_tls": 0,
+            },
+            "http_port_tls",
+        ),
+    ],
+)
+def test_workers_share_fixed_ports_only(kwargs: dict[str, object], name: str) -> None:
+    # each worker would bind a free port of its own: no client could be told them all
+    with pytest.raises(ValueError, match=f"^workers: 2 workers share every port; {name} 0 "):
+        GatewayConfig(workers=2, **kwargs)  # type: ignore[arg-type]
+    GatewayConfig(workers=1, **kwargs)  # type: ignore[arg-type]  # one process: any port
 
 
 def test_write_buffer_low_water_mark_must_not_exceed_the_high_one() -> None:

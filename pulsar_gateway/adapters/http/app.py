@@ -39,7 +39,7 @@ from pulsar_gateway.adapters.resource import SERVICES
 from pulsar_gateway.adapters.websocket import routes as websocket
 from pulsar_gateway.core import Services, StorageError
 
-__all__ = ["SERVER_LOGGER", "make_app"]
+__all__ = ["PROCESS_METRICS", "SERVER_LOGGER", "make_app"]
 
 
 async def health(request: web.Request) -> web.Response:
@@ -56,10 +56,17 @@ async def internal_configuration(request: web.Request) -> web.Response:
     return web.json_response(request.app[SERVICES].cluster.internal_configuration())
 
 
+#: What renders the per-process series when this process is one of several workers sharing
+#: the ports (``pulsar-gateway --workers``): every worker's, labelled by worker, since a
+#: scrape reaches any one of them. Absent, this process's own.
+PROCESS_METRICS: web.AppKey[Callable[[], Awaitable[bytes]]] = web.AppKey("process_metrics")
+
+
 async def metrics(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     topics = await services.topic_metrics.refresh()
-    body = services.metrics.render() + topics
+    render = request.app.get(PROCESS_METRICS)
+    body = (await render() if render is not None else services.metrics.render()) + topics
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -134,13 +141,17 @@ async def storage_backlog(
 _ALWAYS_ANSWERED = frozenset({"/admin/v2/brokers/health", "/metrics"})
 
 
-def make_app(services: Services) -> web.Application:
+def make_app(
+    services: Services, process_metrics: Callable[[], Awaitable[bytes]] | None = None
+) -> web.Application:
     # client_max_size: a larger body is refused with 413 (Pulsar's httpMaxRequestSize)
     app = web.Application(
         middlewares=[count_requests, json_errors, storage_backlog],
         client_max_size=services.limits.http_max_request_size,
     )
     app[SERVICES] = services
+    if process_metrics is not None:
+        app[PROCESS_METRICS] = process_metrics
     app.router.add_get("/admin/v2/brokers/health", health)
     app.router.add_get("/admin/v2/brokers/internal-configuration", internal_configuration)
     app.router.add_get("/metrics", metrics)

@@ -322,12 +322,15 @@ class BinaryServer:
         port_tls: int = 0,
         auth_refresh_seconds: float = 60.0,
         limits: ConnectionLimits | None = None,
+        reuse_port: bool = False,
     ) -> None:
         """With ``ssl_context``, connections are also accepted with TLS on ``port_tls``
         (Pulsar's ``brokerServicePortTls``; clients' ``pulsar+ssl://``).
         ``auth_refresh_seconds``: how often a connection's credentials are checked for
         expiry (``authenticationRefreshCheckSeconds``). ``limits``: connections accepted at
-        once, write buffer water marks."""
+        once, write buffer water marks. ``reuse_port``: share the ports with the other
+        worker processes of this host (``SO_REUSEPORT``: the kernel spreads new
+        connections over them)."""
         limits = limits or ConnectionLimits()
         self.max_connections = limits.max_connections
         self.max_connections_per_ip = limits.max_connections_per_ip
@@ -350,6 +353,7 @@ class BinaryServer:
         self.max_message_size = max_message_size
         self.keepalive_seconds = keepalive_seconds
         self.server_version = server_version
+        self.reuse_port = reuse_port
         self.connections: set[PulsarProtocol] = set()
         self._servers: list[asyncio.Server] = []
 
@@ -432,6 +436,7 @@ class BinaryServer:
             port,
             ssl=ssl_context,
             reuse_address=True,
+            reuse_port=self.reuse_port or None,
             ssl_handshake_timeout=self.keepalive_seconds if ssl_context is not None else None,
         )
         self._servers.append(server)

@@ -4,10 +4,11 @@ Every gateway can serve every topic, so nothing needs an owner, except a metric 
 be counted once: Prometheus sums a topic's series over every gateway it scrapes, as it sums
 a Pulsar topic over brokers, where each topic has exactly one owner. Each gateway renews a
 lease in the ``gateways`` zset (``gateway_heartbeat.lua``, Redis clock) and reads the
-members back; a topic's metrics are exported by the member with the highest rendezvous
-hash (Murmur3 of gateway id and topic), so when a gateway joins or leaves only its share
-of topics moves, and every gateway agrees once their views of the members agree (within
-one renewal).
+members back; a topic's metrics are exported by the scrape target (``host:httpPort``) with
+the highest rendezvous hash (Murmur3 of target and topic), so when a gateway joins or leaves
+only its share of topics moves, and every gateway agrees once their views of the members
+agree (within one renewal). A target is one gateway, or the worker processes of one host
+sharing its ports, any of which answers a scrape.
 
 The admin API lists the fleet's gateways as Pulsar lists a cluster's brokers (``GET
 /admin/v2/brokers``, by broker id ``host:httpPort``), so with each renewal a gateway whose
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mmh3
@@ -165,8 +167,26 @@ class Fleet:
         if self._info is not None:
             await fleet_store.forget_gateways(self._lane, self._info, [self.gateway_id])
 
+    async def metrics_share(self) -> Callable[[str], bool]:
+        """Which topics this gateway's ``/metrics`` exports: the rendezvous share of its
+        scrape target (``host:httpPort``, Pulsar's broker id) among the live members'.
+
+        Prometheus scrapes targets, not processes: the worker processes of one host
+        (``pulsar-gateway --workers``) share its ports, so a scrape reaches any one of
+        them, and each must export the whole host's share. A gateway alone on its ports is
+        its own target. Before this gateway has described itself (its ports not bound),
+        its share is its own (:meth:`owns`)."""
+        cluster = self._cluster
+        members = await self.described_members()
+        if cluster is None or not cluster.advertised:
+            return self.owns
+        target = cluster.broker_id
+        targets = sorted({member.broker_id for member in members} | {target})
+        return lambda topic: owner(topic, targets) == target
+
     def owns(self, topic: str) -> bool:
-        """Whether this gateway exports ``topic``'s metrics."""
+        """Whether ``topic`` is this gateway's share of the fleet's topics (by gateway id):
+        the inactive-topic sweeps' share, and the metrics' before the ports are bound."""
         members = self.members
         if self.gateway_id not in members:
             members = [*members, self.gateway_id]

@@ -4,10 +4,11 @@ fleet's view (:mod:`pulsar_gateway.core.fleet.topic_stats`), each topic exported
 Pulsar's brokers export, per topic they own, gauges such as ``pulsar_rate_in`` and
 ``pulsar_msg_backlog`` and, per subscription, ``pulsar_subscription_back_log`` and friends, labelled
 ``cluster``, ``namespace``, ``topic`` (and ``subscription``); a dashboard sums them over brokers.
-Here every gateway could report every topic, so each topic is exported by the one gateway
-:meth:`pulsar_gateway.core.fleet.membership.Fleet.owns` names: summing over the fleet's scrapes
-counts each topic once, and the figures (backlog, delayed, unacked, and the rates summed over every
-gateway's report) are the fleet's, not one gateway's.
+Here every gateway could report every topic, so each topic is exported by the one scrape
+target (a gateway, or the workers of one host sharing its ports) that
+:meth:`pulsar_gateway.core.fleet.membership.Fleet.metrics_share` names: summing over the
+fleet's scrapes counts each topic once, and the figures (backlog, delayed, unacked, and the
+rates summed over every gateway's report) are the fleet's, not one gateway's.
 
 There are thousands of these series on a busy gateway (21 per topic with one subscription),
 so they are written as Prometheus text directly (format 0.0.4, byte for byte what
@@ -161,8 +162,8 @@ class TopicMetrics:
     async def refresh(self) -> bytes:
         """Read the stats of every topic this gateway exports; their Prometheus text."""
         try:
-            await self._fleet.heartbeat()
-            names = [t for t in await self._all_topics() if self._fleet.owns(t)]
+            exports = await self._fleet.metrics_share()
+            names = [t for t in await self._all_topics() if exports(t)]
             read = await self._stats.read_many(names)
         except GatewayError as exc:
             log.warning("topic metrics not refreshed: %s", exc)
