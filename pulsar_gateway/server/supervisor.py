@@ -60,7 +60,6 @@ class _Worker:
         self.index = index
         self.process: asyncio.subprocess.Process | None = None
         self.urls = ""
-        self.restarts = 0
 
 
 class Supervisor:
@@ -125,7 +124,12 @@ class Supervisor:
                     len(self.workers),
                     " ".join(str(w.process.pid) for w in self.workers if w.process),
                 )
-                await asyncio.gather(*(self._keep(worker) for worker in self.workers))
+                keepers = [asyncio.ensure_future(self._keep(worker)) for worker in self.workers]
+                await self._stopping.wait()
+                # a restart in progress is abandoned: its worker is stopped with the others
+                for keeper in keepers:
+                    keeper.cancel()
+                await asyncio.gather(*keepers, return_exceptions=True)
         finally:
             await self._stop_all()
             if embedded is not None:
@@ -199,19 +203,15 @@ class Supervisor:
         log.info("worker %d (pid %d) serves", worker.index, worker.process.pid)
 
     async def _keep(self, worker: _Worker) -> None:
-        """Restart ``worker`` whenever it exits, until shutdown."""
+        """Restart ``worker`` whenever it exits (until cancelled at shutdown)."""
         delay = self.backoff
-        while not self._stopping.is_set():
+        while True:
             process = worker.process
             started = time.monotonic()
             if process is not None:
-                stopped = asyncio.ensure_future(self._stopping.wait())
-                exited = asyncio.ensure_future(process.wait())
-                await asyncio.wait({stopped, exited}, return_when=asyncio.FIRST_COMPLETED)
-                stopped.cancel()
+                await process.wait()
                 if self._stopping.is_set():
-                    exited.cancel()
-                    return
+                    return  # it had the signal too (Ctrl-C reaches the whole process group)
                 if time.monotonic() - started >= self.stable_after:
                     delay = self.backoff
                 log.error(
@@ -221,13 +221,8 @@ class Supervisor:
                     process.returncode,
                     delay,
                 )
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._stopping.wait()
-            if self._stopping.is_set():
-                return
+            await asyncio.sleep(delay)
             delay = min(delay * 2, self.max_backoff)
-            worker.restarts += 1
             try:
                 await self._start(worker)
             except WorkerFailed as exc:

@@ -123,6 +123,11 @@ def test_a_dead_worker_is_restarted_and_sigterm_drains_every_worker(
     wait_for(replaced, timeout=3 * TIMEOUT)
     wait_for(lambda: gp.log().count("serves") == 3, timeout=3 * TIMEOUT)
     assert f"(pid {first.pid}) exited (-9): restarting it in 1 s" in gp.log()
+    # dying again soon after: the wait doubles
+    (again,) = [w for w in _workers(gp) if w.pid != second.pid]
+    again.send_signal(signal.SIGKILL)
+    wait_for(lambda: gp.log().count("serves") == 4, timeout=3 * TIMEOUT)
+    assert f"(pid {again.pid}) exited (-9): restarting it in 2 s" in gp.log()
 
     # still serving on the shared port, from either worker
     client = client_factory(gp.url)
@@ -142,8 +147,8 @@ def test_a_dead_worker_is_restarted_and_sigterm_drains_every_worker(
     assert gp.log().count("signal received: shutting down") == 2
     assert gp.log().count("pulsar_gateway: gateway stopped") == 2
 
-    again = gateway_process("--redis-url", redis_url, "--key-prefix", "workers-restart")
-    client = client_factory(again.wait_ready().url)
+    single = gateway_process("--redis-url", redis_url, "--key-prefix", "workers-restart")
+    client = client_factory(single.wait_ready().url)
     consumer = client.subscribe("after-restart", "s", consumer_type=pulsar.ConsumerType.Shared)
     # "two" (and "one", whose acknowledgement the client may not have sent yet: it groups
     # them for 100 ms)
@@ -151,7 +156,7 @@ def test_a_dead_worker_is_restarted_and_sigterm_drains_every_worker(
     if redelivered == {b"one"}:
         redelivered.add(consumer.receive(timeout_millis=int(TIMEOUT * 1000)).data())
     assert b"two" in redelivered
-    assert again.stop() == 0
+    assert single.stop() == 0
 
 
 def test_a_worker_that_cannot_start_stops_the_start(gateway_process, redis_url: str) -> None:
