@@ -28,7 +28,8 @@ then measures, with 100-byte payloads:
    JVM as Arrow batches; rows/s over the wall time of that action, median of ``--passes``
    (default 3; 1 with ``--quick``). An untimed ``count()`` before the passes checks the row
    count and warms the Python workers. The same action on a topic of one message per
-   partition, timed 3 times first, shows the fixed cost every read action pays.
+   partition, timed 3 times first, shows the fixed cost every read action pays (wall time
+   and CPU; the report also gives the per-row CPU net of it).
 
    Raw in the same run, interleaved with the Spark passes: redis-py (hiredis) ``XRANGE ...
    COUNT 1024`` loops over the same two streams, one process per stream (multiprocessing,
@@ -430,7 +431,7 @@ class SparkBench:
             .load()
         )
 
-    def spark_read(self, topic: str) -> ReadSample:
+    def spark_read(self, topic: str, rows: int) -> ReadSample:
         assert self.cpu is not None
         df = self.load(topic)
         c0 = self.cpu.snapshot()
@@ -441,11 +442,12 @@ class SparkBench:
         wall = t1 - t0
         used = {k: c1[k] - c0[k] for k in c0}
         used["other"] = max(0.0, used.pop("machine") - sum(used.values()))
-        return ReadSample(self.args.messages, wall, used)
+        return ReadSample(rows, wall, used)
 
-    def fixed_cost(self, runs: int) -> list[float]:
-        """Wall seconds of the same action on a topic of one message per partition: what
-        every read pays whatever its size (planning in Python planner workers, two tasks)."""
+    def fixed_cost(self, runs: int) -> list[ReadSample]:
+        """The same action on a topic of one message per partition, its wall time and CPU:
+        what every read pays whatever its size (planning in Python planner workers, two
+        tasks)."""
         topic = self.topic("tiny")
         self.create_partitioned(topic, PARTITIONS)
         self.fill(topic, PARTITIONS, 1)
@@ -453,10 +455,7 @@ class SparkBench:
             raise BenchError("the tiny topic does not read back")
         out = []
         for _ in range(runs):
-            df = self.load(topic)
-            t0 = time.perf_counter()
-            df.write.format("noop").mode("overwrite").save()
-            out.append(time.perf_counter() - t0)
+            out.append(self.spark_read(topic, PARTITIONS))
         self.drop(topic)
         return out
 
@@ -501,7 +500,7 @@ class SparkBench:
             raise BenchError(f"{case.key}: Spark read {rows} rows, expected {n}")
         for p in range(self.args.passes):
             with self.env.watchdog.phase(f"spark read {case.key}", limit):
-                s = self.spark_read(topic)
+                s = self.spark_read(topic, n)
             case.spark.append(s)
             log(
                 f"{case.key} pass {p + 1}: Spark {s.rate:,.0f} rows/s in {s.seconds:.2f}s "
@@ -641,6 +640,11 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}" if value >= 0.1 else f"{value:.3f}"
 
 
+def _net_us(samples: list[ReadSample], who: str, fixed_cpu: float) -> float:
+    """Median CPU µs per row of ``who`` net of the fixed cost's CPU."""
+    return median([(s.cpu_s[who] - fixed_cpu) / s.rows * 1e6 for s in samples])
+
+
 def _percentile(sorted_values: list[float], pct: float) -> float:
     index = min(len(sorted_values) - 1, max(0, round(pct / 100 * len(sorted_values)) - 1))
     return sorted_values[index]
@@ -702,7 +706,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     stream: dict[str, Any] = {}
     versions: dict[str, str] = {}
-    fixed: list[float] = []
+    fixed: list[ReadSample] = []
     try:
         with watchdog.phase("start-up", 240):
             rds = env.rds = RedisServer(env.workdir, aof=False)
@@ -717,7 +721,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"Spark {bench.spark.version} local[{PARTITIONS}], JVM pid {bench.jvm.pid}")
         with watchdog.phase("fixed cost", 180):
             fixed = bench.fixed_cost(max(3, args.passes))
-        log(f"fixed cost of a read action: {', '.join(f'{x:.2f}s' for x in fixed)}")
+        log(
+            "fixed cost of a read action: "
+            + ", ".join(
+                f"{x.seconds:.2f}s (python workers {x.cpu_s['python']:.2f}s CPU, "
+                f"JVM {x.cpu_s['jvm']:.2f}s)"
+                for x in fixed
+            )
+        )
         for case in cases:
             bench.read_case(case)
         if args.stream_seconds:
@@ -757,7 +768,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             for c in cases
         ],
-        "fixed_cost_seconds": fixed,
+        "fixed_cost": [{"seconds": x.seconds, "cpu_seconds": x.cpu_s} for x in fixed],
         "stream": stream,
         "runtime_seconds": runtime,
     }
@@ -768,7 +779,7 @@ def report(
     rds: RedisServer,
     versions: dict[str, str],
     cases: list[ReadCase],
-    fixed: list[float],
+    fixed: list[ReadSample],
     stream: dict[str, Any],
     runtime: float,
 ) -> None:
@@ -805,7 +816,8 @@ def report(
             f"| {c.label} | {c.entries:,} | {fmt_rate(g)} | {fmt_rate(raw_e)} | "
             f"{fmt_rate(rm)}{note} | {_ratio(g / rm)} |"
         )
-    fixed_s = median(fixed)
+    fixed_s = median([x.seconds for x in fixed])
+    fixed_cpu = {who: median([x.cpu_s[who] for x in fixed]) for who in ("python", "jvm")}
     net = []
     for c in cases:
         spent = median([s.seconds for s in c.spark]) - fixed_s
@@ -818,6 +830,14 @@ def report(
         f"action on a topic of {PARTITIONS} messages takes {fixed_s:.2f} s (median of "
         f"{len(fixed)}), which every read pays whatever its size; net of it, Spark rows/s: "
         + ", ".join(net)
+        + f". That action costs the Python workers {fixed_cpu['python'] * 1000:.0f} ms of CPU "
+        f"and the JVM {fixed_cpu['jvm'] * 1000:.0f} ms (medians); net of it, µs per row: "
+        + ", ".join(
+            f"{c.key} Python workers "
+            f"{_net_us(c.spark, 'python', fixed_cpu['python']):.1f}, JVM "
+            f"{_net_us(c.spark, 'jvm', fixed_cpu['jvm']):.1f}"
+            for c in cases
+        )
         + ".",
         "",
         "CPU during the action (µs per row, medians; % of one core over the wall time):",

@@ -8,9 +8,13 @@ gateway's schema registry, latest version): binary without one; STRING and the p
 as their Spark types, decoded as Pulsar's schemas encode them (big-endian numbers, DATE and
 TIMESTAMP as ms); JSON and AVRO records flattened into one column per field.
 
-Messages are unbatched and decompressed by the gateway's own code
-(``pulsar_gateway.entry_codec.unpack_entry``); a batch's messages get ids with their
-batch index and batch size, as the official client's ids carry them.
+Rows come two ways into a :class:`RowBatcher`, which keeps them column by column and hands
+the columns to Arrow whole: most entries are read straight into its columns
+(:mod:`.entries`); the others (compressed, encrypted, chunked, only partly in the range read,
+and every entry of a topic with a JSON or AVRO schema) are unbatched and decompressed by the
+gateway's own code (``pulsar_gateway.entry_codec.unpack_entry``) and added message by message.
+Either way a batch's messages get ids with their batch index and batch size, as the official
+client's ids carry them.
 """
 
 from __future__ import annotations
@@ -246,17 +250,29 @@ def _json_converter(data_type: DataType) -> Callable[[Any], Any]:
 
 
 class RowBatcher:
-    """Turns messages into Arrow record batches of the source's schema (on an executor)."""
+    """Builds Arrow record batches of the source's schema from the messages of one topic
+    partition (on an executor).
 
-    def __init__(self, fmt: ValueFormat, schema: StructType, size: int = 8192) -> None:
+    The rows are kept column by column, in plain lists that :meth:`take` hands to Arrow whole
+    (``pa.array`` of a list of bytes or ints is one C loop); the properties column is kept
+    as Arrow's map layout (offsets, keys, items), so that a message without properties costs
+    one offset. Two writers fill the lists: :meth:`add`, with a message the gateway's
+    ``unpack_entry`` decoded, and :func:`pyspark_pulsar.entries.add_entries`, straight from
+    stored entries; without a JSON or AVRO schema (:attr:`raw_values`) the value column holds
+    the payloads, decoded to the schema's type in :meth:`take`.
+    """
+
+    def __init__(self, fmt: ValueFormat, schema: StructType, topic: str, size: int = 8192) -> None:
         self.fmt = fmt
+        self.topic = topic
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
         self.value_names = [f.name for f in fmt.value_fields()]
         self.size = size
-        self._columns: list[list[Any]] = [[] for _ in self.arrow_schema]
         self._avro_readers: dict[int, Any] = {}
         latest = fmt.latest
         self._record = latest is not None and latest.type in _RECORDS
+        #: whether the value column holds the payloads as stored (no JSON or AVRO schema)
+        self.raw_values = not self._record
         self._primitive = (
             _PRIMITIVES[latest.type][1] if latest and latest.type in _PRIMITIVES else None
         )
@@ -269,35 +285,46 @@ class RowBatcher:
             (f.name, _json_converter(f.dataType))
             for f in (fmt.value_fields() if fmt.type == pb.Schema.Json else [])
         ]
+        self._start()
+
+    def _start(self) -> None:
+        self.values: list[list[Any]] = [[] for _ in self.value_names]
+        self.keys: list[bytes | None] = []
+        self.message_ids: list[bytes] = []
+        #: microseconds, as Spark's timestamps
+        self.publish_times: list[int] = []
+        self.event_times: list[int | None] = []
+        #: the properties column in Arrow's map layout: row i's pairs are
+        #: ``property_keys[property_offsets[i]:property_offsets[i + 1]]`` (and the values)
+        self.property_offsets: list[int] = [0]
+        self.property_keys: list[str] = []
+        self.property_values: list[str] = []
 
     def __len__(self) -> int:
-        return len(self._columns[0])
+        return len(self.message_ids)
 
-    def add(self, topic: str, message: ReceivedMessage, message_id: bytes | None = None) -> None:
+    def add(self, message: ReceivedMessage, message_id: bytes | None = None) -> None:
         """Add one message's row; ``message_id`` overrides its serialized id (a chunked
         message's)."""
-        columns = self._columns
-        values = self._values(message)
-        for i, value in enumerate(values):
-            columns[i].append(value)
-        base = len(values)
-        columns[base].append(message.key.encode() if message.key is not None else None)
-        columns[base + 1].append(topic)
-        columns[base + 2].append(
+        if self._record:
+            for column, value in zip(self.values, self._record_values(message), strict=True):
+                column.append(value)
+        else:
+            self.values[0].append(message.payload)
+        self.keys.append(message.key.encode() if message.key is not None else None)
+        self.message_ids.append(
             message_id
             if message_id is not None
             else serialize_message_id(message.message_id, message.batch_size)
         )
-        columns[base + 3].append(message.publish_time * 1000)
-        columns[base + 4].append(message.event_time * 1000 if message.event_time > 0 else None)
-        columns[base + 5].append(list(message.properties.items()))
+        self.publish_times.append(message.publish_time * 1000)
+        self.event_times.append(message.event_time * 1000 if message.event_time > 0 else None)
+        if message.properties:
+            self.property_keys += message.properties.keys()
+            self.property_values += message.properties.values()
+        self.property_offsets.append(len(self.property_keys))
 
-    def _values(self, message: ReceivedMessage) -> list[Any]:
-        payload = message.payload
-        if self._primitive is not None:
-            return [self._primitive(payload)]
-        if not self._record:
-            return [payload]
+    def _record_values(self, message: ReceivedMessage) -> list[Any]:
         record = self._decode_record(message)
         if not isinstance(record, dict):
             return [None] * len(self.value_names)
@@ -331,9 +358,28 @@ class RowBatcher:
 
     def take(self) -> pa.RecordBatch:
         """The rows added so far as one batch (and start a new one)."""
+        fields = list(self.arrow_schema)
+        values = self.values
+        if self._primitive is not None:
+            decode = self._primitive
+            values = [[decode(payload) for payload in values[0]]]
         arrays = [
-            pa.array(values, type=field.type)
-            for values, field in zip(self._columns, self.arrow_schema, strict=True)
+            pa.array(column, type=field.type) for column, field in zip(values, fields, strict=False)
         ]
-        self._columns = [[] for _ in self.arrow_schema]
+        base = len(values)
+        timestamp = fields[base + 3].type
+        arrays += [
+            pa.array(self.keys, type=fields[base].type),
+            pa.repeat(pa.scalar(self.topic, type=fields[base + 1].type), len(self)),
+            pa.array(self.message_ids, type=fields[base + 2].type),
+            pa.array(self.publish_times, type=timestamp),
+            pa.array(self.event_times, type=timestamp),
+            pa.MapArray.from_arrays(
+                pa.array(self.property_offsets, type=pa.int32()),
+                pa.array(self.property_keys, type=pa.string()),
+                pa.array(self.property_values, type=pa.string()),
+                type=fields[base + 5].type,
+            ),
+        ]
+        self._start()
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)

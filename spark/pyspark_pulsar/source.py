@@ -6,7 +6,11 @@ reader discovers the topic partitions (topics, partitioned topics' partitions, p
 matches: again on every trigger), reads each one's last entry id, applies the per-trigger
 budgets, and returns the new offset; Spark checkpoints it, then ``partitions(start, end)``
 makes one input partition per topic partition with new entries and the executors read those
-id ranges from Redis (:mod:`.storage`) and decode them (:mod:`.columns`). Because a range is
+id ranges from Redis (:mod:`.storage`), a page of entries per round trip, and decode them
+into Arrow record batches (:mod:`.entries`, and the gateway's ``unpack_entry`` for the
+entries that path leaves, :mod:`.columns`), which PySpark hands to the JVM as they are
+(its ``plan_data_source_read.py``: a reader yielding ``pyarrow.RecordBatch`` skips the
+row-by-row conversion). Because a range is
 fixed before it is read and a stream only grows at its end, a query restarted from its
 checkpoint re-reads exactly the batches it had not committed: every message once.
 """
@@ -47,6 +51,7 @@ from pulsar_gateway.entry_codec import (
 )
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 from pyspark_pulsar.columns import RowBatcher, ValueFormat
+from pyspark_pulsar.entries import add_entries
 from pyspark_pulsar.offsets import (
     BEGINNING,
     Offsets,
@@ -235,42 +240,32 @@ class _RangeReading:
         if not isinstance(partition, RangePartition):
             # PySpark plans a batch read with no partitions as one InputPartition(None)
             return
+        topic = partition.topic
         start, end = Position.parse(partition.start), Position.parse(partition.end)
-        lost = self.store.lost_after(partition.topic, start)
+        lost = self.store.lost_after(topic, start)
         if lost is not None:
             self._report_loss(lost)
-        batcher = RowBatcher(self.fmt, self.schema)
-        index = parse_topic_name(partition.topic).partition_index
+        batcher = RowBatcher(self.fmt, self.schema, topic)
+        index = parse_topic_name(topic).partition_index
+        # entries only partly in the range: read the gateway's way, message by message
+        partial = tuple(p.stream_id.encode() for p in (start, end) if not p.whole)
         entries = 0
-        for entry in self.store.read(partition.topic, start, end):
-            entries += 1
-            message_id = entry.message_id
-            key = (message_id.ledger_id, message_id.entry_id)
-            blob, id_bytes = entry.blob, None
-            if entry.chunk is not None:
-                whole = self._whole_chunked_message(partition.topic, entry)
-                if whole is None:
-                    continue  # read with its message's last chunk
-                blob, id_bytes = whole
-            try:
-                messages = unpack_entry(message_id.stream_id, blob, partition=index)
-            except MessageFormatError as exc:
-                raise DataLossError(
-                    f"entry {message_id} of {partition.topic} cannot be read: {exc}"
-                ) from None
-            for message in messages:
-                batch_index = message.message_id.batch_index
-                if (
-                    key == start.entry_key()
-                    and not start.whole
-                    and batch_index <= start.batch_index
-                ):
-                    continue
-                if key == end.entry_key() and not end.whole and batch_index > end.batch_index:
-                    continue
-                batcher.add(partition.topic, message, id_bytes)
-            if len(batcher) >= batcher.size:
-                yield batcher.take()
+        for page in self.store.pages(topic, start, end):
+            entries += len(page)
+            i = 0
+            while i < len(page):
+                if batcher.raw_values:
+                    i = add_entries(batcher, page, i, len(page), index, partial)
+                if i < len(page):
+                    stream_id, fields = page[i]
+                    self._add_entry(
+                        batcher, topic, StoredEntry.parse(stream_id, fields, index), start, end
+                    )
+                    i += 1
+                if len(batcher) >= batcher.size:
+                    # PySpark hands RecordBatches to the JVM as they are (its
+                    # datasource worker, plan_data_source_read.py)
+                    yield batcher.take()
         if len(batcher):
             yield batcher.take()
         if lost is None and start.whole and end.whole and 0 <= start.added <= end.added:
@@ -278,9 +273,35 @@ class _RangeReading:
             expected = end.added - start.added
             if entries < expected:
                 self._report_loss(
-                    f"{expected - entries} entries of {partition.topic} between "
+                    f"{expected - entries} entries of {topic} between "
                     f"{start.stream_id} and {end.stream_id} were removed while being read"
                 )
+
+    def _add_entry(
+        self, batcher: RowBatcher, topic: str, entry: StoredEntry, start: Position, end: Position
+    ) -> None:
+        """Add the rows of one entry decoded by the gateway's own ``unpack_entry``: an entry
+        :func:`.entries.add_entries` does not take (compressed, encrypted, a chunk, one
+        only partly in the range, a value schema of records, or one that cannot be read)."""
+        message_id = entry.message_id
+        key = (message_id.ledger_id, message_id.entry_id)
+        blob, id_bytes = entry.blob, None
+        if entry.chunk is not None:
+            whole = self._whole_chunked_message(topic, entry)
+            if whole is None:
+                return  # read with its message's last chunk
+            blob, id_bytes = whole
+        try:
+            messages = unpack_entry(message_id.stream_id, blob, partition=message_id.partition)
+        except MessageFormatError as exc:
+            raise DataLossError(f"entry {message_id} of {topic} cannot be read: {exc}") from None
+        for message in messages:
+            batch_index = message.message_id.batch_index
+            if key == start.entry_key() and not start.whole and batch_index <= start.batch_index:
+                continue
+            if key == end.entry_key() and not end.whole and batch_index > end.batch_index:
+                continue
+            batcher.add(message, id_bytes)
 
     def _whole_chunked_message(
         self, topic: str, entry: StoredEntry

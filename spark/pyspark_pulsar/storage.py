@@ -24,6 +24,12 @@ its key's slot and follows ``MOVED``/``ASK``: every key of a topic partition sha
 tag, so each partition is read from its master. The cluster client's pipelines refuse
 scripts, so the one-key Lua scripts run per master on that node's own pipeline
 (:func:`_per_master`).
+
+A read hands its entries over a page (one ``XRANGE`` reply) at a time, as Redis sends them:
+``(stream id, [field, value, ...])`` (:data:`RawEntry`). On a single Redis the client leaves
+``XRANGE`` replies as they are (:func:`_connect`): redis-py's own reply callback makes a tuple
+and a dict per entry, which costs more than the RESP parsing itself (about 1.1 µs against
+0.6 µs an entry, measured with hiredis), and the reader only looks fields up by name once.
 """
 
 from __future__ import annotations
@@ -47,7 +53,6 @@ from pulsar_gateway.core import (
     SchemaData,
     StoredEntry,
     TopicName,
-    parse_topic_name,
 )
 from pulsar_gateway.core.model.entry import BLOB
 from pulsar_gateway.core.storage.keys import KeySchema
@@ -57,6 +62,7 @@ from pyspark_pulsar.options import Auth, TopicSelection
 
 __all__ = [
     "DataLossError",
+    "RawEntry",
     "StorageLocation",
     "StorageUnavailable",
     "TopicStore",
@@ -66,7 +72,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Entries per ``XRANGE`` round trip on the executors.
+#: Entries per ``XRANGE`` round trip on the executors. Bigger pages cost Redis nothing more
+#: but the client more: a page's reply is a few thousand container objects alive at once,
+#: and the garbage collector's passes over them grow with the page (0.54 µs an entry at
+#: 1,024, 0.77 µs at 4,096, hiredis, raw replies).
 READ_CHUNK: Final = 1024
 #: Entries per ``XREVRANGE`` round trip looking for a chunked message's earlier chunks, and
 #: at most how many entries back they are looked for (chunks of concurrent producers
@@ -215,6 +224,9 @@ def locate_storage(
 #: A single Redis, or a Redis Cluster (the cluster client routes each command by its key).
 Client: TypeAlias = redis.Redis | RedisCluster
 
+#: A stream entry as ``XRANGE`` sends it: its id and its fields, flat (name, value, ...).
+RawEntry: TypeAlias = tuple[bytes, list[bytes]]
+
 #: What a read that cannot reach Redis raises (the cluster client's own errors when no node
 #: answers, or while a failover leaves a slot without a master).
 _UNREACHABLE: Final = (
@@ -254,12 +266,19 @@ def _connect(url: str, timeout: float) -> Client:
         node.close()
         raise
     if not int(info.get("cluster_enabled", 0)):
+        # XRANGE replies as Redis sends them (see the module docstring); this module's
+        # reads are the client's only XRANGE calls
+        node.set_response_callback("XRANGE", _as_sent)
         return node
     node.close()
     log.info("%s is a node of a Redis Cluster: reading each topic partition from its master", url)
     return RedisCluster.from_url(
         url, socket_timeout=timeout, socket_connect_timeout=min(timeout, 10.0)
     )
+
+
+def _as_sent(response: Any, **options: Any) -> Any:
+    return response
 
 
 def _per_master(
@@ -561,21 +580,22 @@ class TopicStore:
                 return f"entries of {partition} before {oldest.stream_id} were removed"
         return None
 
-    def read(self, partition: str, start: Position, end: Position) -> Iterator[StoredEntry]:
-        """The entries after ``start`` up to and including ``end``'s entry, in id order,
-        ``READ_CHUNK`` per round trip."""
+    def pages(self, partition: str, start: Position, end: Position) -> Iterator[list[RawEntry]]:
+        """The entries after ``start`` up to and including ``end``'s entry, in id order, one
+        ``XRANGE`` reply of up to ``READ_CHUNK`` entries at a time."""
         key = self.keys.topic(partition).stream
-        index = parse_topic_name(partition).partition_index
         low = start.range_start()
         while True:
-            chunk = self._call(
+            page = self._call(
                 "read a topic", self.redis.xrange, key, low, end.stream_id, READ_CHUNK
             )
-            for stream_id, fields in chunk:
-                yield StoredEntry.parse(stream_id, _flat(fields), index)
-            if len(chunk) < READ_CHUNK:
+            if page and isinstance(page[0][1], dict):
+                # a client with redis-py's reply callback (the cluster client's nodes)
+                page = [(stream_id, _flat(fields)) for stream_id, fields in page]
+            yield page
+            if len(page) < READ_CHUNK:
                 return
-            low = "(" + _text(chunk[-1][0])
+            low = "(" + _text(page[-1][0])
 
     def earlier_chunks(
         self, partition: str, last: StoredEntry, uuid: str, count: int
