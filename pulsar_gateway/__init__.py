@@ -8,3 +8,7 @@ Layers, each importing only the ones below it:
   Redis storage model, with no knowledge of any wire format;
 * :mod:`pulsar_gateway.proto`: the generated Pulsar wire-format classes (adapters only).
 """
+
+from pulsar_gateway._build import build_info
+
+__all__ = ["build_info"]

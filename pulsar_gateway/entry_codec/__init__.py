@@ -52,7 +52,12 @@ from pulsar_gateway.entry_codec.messages import (
     entry_to_append,
     unpack_entry,
 )
-from pulsar_gateway.entry_codec.metadata import encode_metadata, parse_proto, proto_text
+from pulsar_gateway.entry_codec.metadata import (
+    encode_metadata,
+    parse_proto,
+    proto_field,
+    proto_text,
+)
 
 __all__ = [
     "BLOB_HEADER_SIZE",
@@ -83,6 +88,7 @@ __all__ = [
     "parse_blob",
     "parse_payload_section",
     "parse_proto",
+    "proto_field",
     "proto_text",
     "read_stored_blob",
     "serialize_message_id",

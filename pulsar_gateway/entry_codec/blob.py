@@ -144,11 +144,12 @@ def parse_payload_section(buffer: bytearray, offset: int, end: int) -> Payload:
     return _parse_blob(blob, verified=True)
 
 
-def parse_blob(blob: bytes) -> Payload:
+def parse_blob(blob: bytes | bytearray) -> Payload:
     """Split a stored blob and verify its checksum.
 
     Args:
-        blob: magic 0x0e01, CRC32C, metadataSize, MessageMetadata, payload.
+        blob: magic 0x0e01, CRC32C, metadataSize, MessageMetadata, payload; a bytearray
+            (a reader's buffer) is copied to bytes first.
 
     Returns:
         A :class:`Payload` whose ``blob`` is the argument and whose

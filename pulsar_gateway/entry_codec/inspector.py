@@ -25,7 +25,7 @@ from pulsar_gateway.entry_codec.batch import encode_batch, parse_batch
 from pulsar_gateway.entry_codec.blob import make_blob, parse_blob
 from pulsar_gateway.entry_codec.compression import compress, decompress
 from pulsar_gateway.entry_codec.errors import CodecError
-from pulsar_gateway.entry_codec.metadata import proto_text
+from pulsar_gateway.entry_codec.metadata import proto_field
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["BinaryEntryInspector"]
@@ -57,7 +57,11 @@ class BinaryEntryInspector:
         except CodecError as exc:
             raise EntryFormatError(str(exc)) from exc
         if not _readable_batch(metadata):
-            key = proto_text(metadata.partition_key) if metadata.HasField("partition_key") else None
+            key = (
+                proto_field(metadata, "partition_key")
+                if metadata.HasField("partition_key")
+                else None
+            )
             if metadata.HasField("uncompressed_size"):
                 empty = metadata.uncompressed_size == 0
             else:
@@ -69,7 +73,11 @@ class BinaryEntryInspector:
             if single.compacted_out:
                 out.append(MessageKey(None, True))
             else:
-                key = proto_text(single.partition_key) if single.HasField("partition_key") else None
+                key = (
+                    proto_field(single, "partition_key")
+                    if single.HasField("partition_key")
+                    else None
+                )
                 out.append(MessageKey(key, single.null_value or not data))
         return out
 

@@ -20,7 +20,7 @@ from pulsar_gateway.entry_codec.batch import parse_batch
 from pulsar_gateway.entry_codec.blob import make_blob, read_stored_blob
 from pulsar_gateway.entry_codec.compression import compress, decompress
 from pulsar_gateway.entry_codec.errors import CodecError
-from pulsar_gateway.entry_codec.metadata import encode_metadata, proto_text
+from pulsar_gateway.entry_codec.metadata import encode_metadata, proto_field
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = [
@@ -138,7 +138,7 @@ class ReceivedMessage:
 
 
 def _properties(properties: Iterable[pb.KeyValue]) -> dict[str, str]:
-    return {proto_text(kv.key): proto_text(kv.value) for kv in properties}
+    return {proto_field(kv, "key"): proto_field(kv, "value") for kv in properties}
 
 
 def _unacked(ack_set: tuple[int, ...], index: int) -> bool:
@@ -181,11 +181,11 @@ def unpack_entry(
             ReceivedMessage(
                 base,
                 payload,
-                proto_text(md.partition_key) if md.HasField("partition_key") else None,
+                proto_field(md, "partition_key") if md.HasField("partition_key") else None,
                 _properties(md.properties) if md.properties else {},
                 md.publish_time,
                 md.event_time,
-                proto_text(md.producer_name),
+                proto_field(md, "producer_name"),
                 md.sequence_id,
                 redelivery_count,
                 md.ordering_key if md.HasField("ordering_key") else None,
@@ -207,11 +207,13 @@ def unpack_entry(
             ReceivedMessage(
                 message_id=MessageId(base.ledger_id, base.entry_id, partition, index),
                 payload=data,
-                key=proto_text(single.partition_key) if single.HasField("partition_key") else None,
+                key=proto_field(single, "partition_key")
+                if single.HasField("partition_key")
+                else None,
                 properties=_properties(single.properties),
                 publish_time=md.publish_time,
                 event_time=single.event_time,
-                producer_name=proto_text(md.producer_name),
+                producer_name=proto_field(md, "producer_name"),
                 # the client numbers a batch's messages from the entry's sequence id
                 sequence_id=single.sequence_id
                 if single.HasField("sequence_id")

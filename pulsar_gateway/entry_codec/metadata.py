@@ -33,6 +33,17 @@ def proto_text(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
 
+def proto_field(message: object, name: str) -> str:
+    """The string field ``name`` of a parsed message, as :func:`proto_text` reads it.
+
+    Read by name because the stubs type a string field as ``str``, which a module
+    compiled with mypyc checks where the attribute is read (mypyc's docs, "Differences
+    from Python": "Runtime type checking"), so
+    ``proto_text(message.field)`` would raise TypeError on the ``bytes`` of invalid UTF-8
+    before it got here; ``getattr`` yields an unchecked value."""
+    return proto_text(getattr(message, name))
+
+
 def parse_proto(message: _M, data: bytes | bytearray, what: str) -> _M:
     """Parse ``data`` into ``message``; reject garbage and missing required fields.
 

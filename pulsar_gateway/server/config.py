@@ -28,6 +28,7 @@ caller (a test, an embedding application) sets it in code.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import math
 import os
 import sys
@@ -35,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
+from pulsar_gateway import build_info
 from pulsar_gateway.core.model.ledger import LedgerRollover
 from pulsar_gateway.core.policies.authentication import AUTHENTICATION_PROVIDERS
 from pulsar_gateway.core.topics.cluster import AdvertisedListener, parse_advertised_listeners
@@ -49,6 +51,7 @@ __all__ = [
     "available_cpus",
     "build_parser",
     "parse_config",
+    "version_text",
 ]
 
 #: Prefix of every environment variable read by `parse_config`.
@@ -1237,6 +1240,27 @@ _OPTIONS: Final[tuple[_Option, ...]] = (
 _DEFAULTS: Final[Mapping[str, object]] = {f.name: f.default for f in fields(GatewayConfig)}
 
 
+def version_text() -> str:
+    """``pulsar-gateway <version> (<build>)``: the installed version, and whether the
+    per-message modules run compiled (:func:`pulsar_gateway.build_info`)."""
+    try:
+        version = importlib.metadata.version("pulsar-redis-gateway")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that is not installed
+        version = "(not installed)"
+    return f"pulsar-gateway {version} ({build_info()})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, worked out only when asked (it looks at the installed files)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        sys.stdout.write(version_text() + "\n")  # where argparse's own "version" action writes
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the ``pulsar-gateway`` argument parser.
 
@@ -1255,6 +1279,9 @@ def build_parser() -> argparse.ArgumentParser:
             "(shown with each option); an empty variable counts as unset. "
             "Precedence: flag, then environment variable, then default."
         ),
+    )
+    parser.add_argument(
+        "--version", action=_VersionAction, help="say the version and which build runs"
     )
     for option in _OPTIONS:
         default = _DEFAULTS[option.field]

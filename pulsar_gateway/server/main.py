@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from redis.exceptions import RedisError
 
 from pulsar_gateway.core.storage.embedded_redis import EmbeddedRedisError
-from pulsar_gateway.server.config import GatewayConfig, parse_config
+from pulsar_gateway.server.config import GatewayConfig, parse_config, version_text
 from pulsar_gateway.server.gateway import Gateway
 from pulsar_gateway.server.supervisor import Supervisor, WorkerFailed
 from pulsar_gateway.server.workers import WorkerRole, watch_supervisor
@@ -96,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         OneLineFormatter(f"%(asctime)s %(levelname)s {where}%(name)s: %(message)s")
     )
     logging.basicConfig(level=config.log_level, handlers=[handler])
+    if worker is None:
+        log.info("%s starting", version_text())
     try:
         with contextlib.suppress(KeyboardInterrupt):
             if config.workers > 1:

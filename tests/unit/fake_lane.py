@@ -1,12 +1,15 @@
 """An in-memory storage lane for unit tests of the core's services (no Redis, no sockets).
 
-:class:`FakeLane` stands in for :class:`pulsar_gateway.core.storage.lane.Lane` (duck-typed:
-``call``, ``eval``, ``notify``, ``flush_now``, ``ping``). It records every request in
-``calls``, answers scripts and commands from handlers the test registers, and resolves each
-future on the next loop iteration, as the real lane does when the tick's pipeline is
-answered. A script's or command's raw reply goes through the typed call's ``decode`` as in
-:func:`pulsar_gateway.core.storage.lane._resolve`, so a test's raw replies, written in the
-shapes the ``.lua`` headers document, exercise the decoding too.
+:class:`FakeLane` stands in for :class:`pulsar_gateway.core.storage.lane.Lane`: a subclass
+overriding what the core calls (``call``, ``eval``, ``notify``, ``flush_now``, ``ping``,
+``drain``), so it is a ``Lane`` where one is annotated, which a build compiled with mypyc
+checks at run time (setup.py); the real lane's connection state is never set up. It
+records every request in ``calls``, answers scripts and commands from handlers the test
+registers, and resolves each future on the next loop iteration, as the real lane does when
+the tick's pipeline is answered. A script's or command's raw reply goes through the
+typed call's ``decode`` as in :func:`pulsar_gateway.core.storage.lane._resolve`, so a
+test's raw replies, written in the shapes the ``.lua`` headers document, exercise the
+decoding too.
 
 Usage::
 
@@ -26,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pulsar_gateway.core.storage.lane import Lane
 from pulsar_gateway.core.storage.scripts import SCRIPTS, Script
 
 __all__ = ["Call", "FakeLane", "replies"]
@@ -67,10 +71,10 @@ def _check_args(name: str, args: Sequence[Any]) -> None:
             raise TypeError(f"{name}: argument {value!r} cannot be sent to Redis")
 
 
-class FakeLane:
+class FakeLane(Lane):
     """Records requests and answers them from registered handlers, one tick later."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # no super().__init__(): no Redis client, no connection
         self.calls: list[Call] = []
         #: channels actually published: once per channel per tick, as the real lane does
         self.published: list[str] = []

@@ -11,8 +11,12 @@ so the protobuf framing stays valid.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,12 +154,33 @@ def _decoded(data: bytes) -> Command:
     return from_frame(frame)
 
 
+@functools.cache
+def _annotations(cls: type) -> dict[str, str]:
+    """A record class's field annotations as written in its module's source.
+
+    Not ``dataclasses.fields(cls)[i].type``: a module compiled with mypyc (setup.py) gives
+    its dataclasses type objects there, ``type`` for ``str | None``, so the source is read
+    (the ``.py`` stays beside a compiled module's extension)."""
+    module = sys.modules[cls.__module__]
+    assert module.__file__ is not None
+    source = Path(module.__file__).with_name(cls.__module__.rpartition(".")[2] + ".py")
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return {
+                item.target.id: ast.unparse(item.annotation)
+                for item in node.body
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            }
+    raise AssertionError(f"{cls.__qualname__} not found in {source}")
+
+
 def _text_fields(value: object) -> list[tuple[str, object]]:
     """Every field of a command (and of its schema) the record declares as text."""
     found = []
+    declared = _annotations(type(value))
     for field in dataclasses.fields(value):  # type: ignore[arg-type]
         got = getattr(value, field.name)
-        if field.type in ("str", "str | None"):
+        if declared[field.name] in ("str", "str | None"):
             found.append((field.name, got))
         if isinstance(got, SchemaData):
             found += [(f"schema.{name}", text) for name, text in _text_fields(got)]

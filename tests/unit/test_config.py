@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from pulsar_gateway import build_info
 from pulsar_gateway.server.config import (
     ENV_PREFIX,
     GatewayConfig,
@@ -646,3 +647,14 @@ def test_bad_advertised_listeners_flag_is_a_usage_error(
         parse_config(["--advertised-listeners", "internal"], {})
     assert excinfo.value.code == 2
     assert "--advertised-listeners" in capsys.readouterr().err
+
+
+def test_version_says_which_build_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_config(["--version"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out.strip()
+    assert re.fullmatch(
+        r"pulsar-gateway \S+ \((pure Python|compiled \(mypyc, \d+ modules\))\)", text
+    )
+    assert text.endswith(f"({build_info()})")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from pulsar_gateway.core import MessageId, SchemaData, signed64
-from pulsar_gateway.entry_codec import Payload, proto_text
+from pulsar_gateway.entry_codec import Payload, proto_field
 from pulsar_gateway.frame_codec import Frame
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
@@ -265,9 +265,9 @@ def _message_id(m: pb.MessageIdData) -> MessageId:
 def _connect(c: pb.BaseCommand, _: Frame) -> Command:
     x = c.connect
     return Connect(
-        proto_text(x.client_version),
+        proto_field(x, "client_version"),
         x.protocol_version,
-        proto_text(x.auth_method_name),
+        proto_field(x, "auth_method_name"),
         x.auth_data,
         x.feature_flags.supports_auth_refresh,
     )
@@ -275,7 +275,7 @@ def _connect(c: pb.BaseCommand, _: Frame) -> Command:
 
 def _auth_response(c: pb.BaseCommand, _: Frame) -> Command:
     x = c.authResponse.response
-    return AuthResponse(proto_text(x.auth_method_name), x.auth_data)
+    return AuthResponse(proto_field(x, "auth_method_name"), x.auth_data)
 
 
 def _schema(s: pb.Schema) -> SchemaData:
@@ -283,9 +283,9 @@ def _schema(s: pb.Schema) -> SchemaData:
     properties: Any = s.properties
     return SchemaData(
         int(s.type),
-        proto_text(s.name),
+        proto_field(s, "name"),
         bytes(s.schema_data),
-        tuple(sorted((proto_text(p.key), proto_text(p.value)) for p in properties)),
+        tuple(sorted((proto_field(p, "key"), proto_field(p, "value")) for p in properties)),
     )
 
 
@@ -294,8 +294,8 @@ def _producer(c: pb.BaseCommand, _: Frame) -> Command:
     return Producer(
         x.request_id,
         x.producer_id,
-        proto_text(x.topic),
-        proto_text(x.producer_name) if x.HasField("producer_name") and x.producer_name else None,
+        proto_field(x, "topic"),
+        proto_field(x, "producer_name") or None,
         x.producer_access_mode,
         x.epoch,
         x.user_provided_producer_name,
@@ -308,7 +308,7 @@ def _producer(c: pb.BaseCommand, _: Frame) -> Command:
 def _get_schema(c: pb.BaseCommand, _: Frame) -> Command:
     x = c.getSchema
     version = x.schema_version if x.HasField("schema_version") and x.schema_version else None
-    return GetSchema(x.request_id, proto_text(x.topic), version)
+    return GetSchema(x.request_id, proto_field(x, "topic"), version)
 
 
 def _send(c: pb.BaseCommand, frame: Frame) -> Command:
@@ -322,10 +322,10 @@ def _subscribe(c: pb.BaseCommand, _: Frame) -> Command:
     return Subscribe(
         x.request_id,
         x.consumer_id,
-        proto_text(x.topic),
-        proto_text(x.subscription),
+        proto_field(x, "topic"),
+        proto_field(x, "subscription"),
         x.subType,
-        proto_text(x.consumer_name),
+        proto_field(x, "consumer_name"),
         x.priority_level,
         x.durable,
         _message_id(x.start_message_id) if x.HasField("start_message_id") else None,
@@ -384,13 +384,13 @@ _DECODERS: dict[int, Callable[[pb.BaseCommand, Frame], Command]] = {
     T.PING: lambda c, f: Ping(),
     T.PONG: lambda c, f: Pong(),
     T.PARTITIONED_METADATA: lambda c, f: PartitionedMetadata(
-        c.partitionMetadata.request_id, proto_text(c.partitionMetadata.topic)
+        c.partitionMetadata.request_id, proto_field(c.partitionMetadata, "topic")
     ),
     T.LOOKUP: lambda c, f: Lookup(
         c.lookupTopic.request_id,
-        proto_text(c.lookupTopic.topic),
+        proto_field(c.lookupTopic, "topic"),
         c.lookupTopic.authoritative,
-        proto_text(c.lookupTopic.advertised_listener_name),
+        proto_field(c.lookupTopic, "advertised_listener_name"),
     ),
     T.PRODUCER: _producer,
     T.SEND: _send,
@@ -411,13 +411,13 @@ _DECODERS: dict[int, Callable[[pb.BaseCommand, Frame], Command]] = {
     T.SEEK: _seek,
     T.GET_TOPICS_OF_NAMESPACE: lambda c, f: GetTopicsOfNamespace(
         c.getTopicsOfNamespace.request_id,
-        proto_text(c.getTopicsOfNamespace.namespace),
+        proto_field(c.getTopicsOfNamespace, "namespace"),
         c.getTopicsOfNamespace.mode,
     ),
     T.GET_SCHEMA: _get_schema,
     T.GET_OR_CREATE_SCHEMA: lambda c, f: GetOrCreateSchema(
         c.getOrCreateSchema.request_id,
-        proto_text(c.getOrCreateSchema.topic),
+        proto_field(c.getOrCreateSchema, "topic"),
         _schema(c.getOrCreateSchema.schema),
     ),
 }

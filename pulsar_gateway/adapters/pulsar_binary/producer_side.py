@@ -46,7 +46,7 @@ from pulsar_gateway.core import (
     encode_version,
     to_record,
 )
-from pulsar_gateway.entry_codec import proto_text
+from pulsar_gateway.entry_codec import proto_field
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["CPP_CLIENT", "RECENTLY_CLOSED_SECONDS", "ProducerSide"]
@@ -251,7 +251,7 @@ class ProducerSide:
                 chunk_id=metadata.chunk_id if chunked else None,
                 num_chunks=metadata.num_chunks_from_msg if chunked else None,
             )
-        chunk = f"{metadata.chunk_id}:{proto_text(metadata.uuid)}" if cmd.is_chunk else None
+        chunk = f"{metadata.chunk_id}:{proto_field(metadata, 'uuid')}" if cmd.is_chunk else None
         # MessageMetadata.deliver_at_time (19): deliver_at / deliver_after (PIP-26)
         deliver_at = metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None
         entry = _new(  # a plain tuple's construction: two thirds of the NamedTuple call's time
@@ -427,7 +427,7 @@ def _sticky_key(metadata: pb.MessageMetadata) -> bytes | None:
     if metadata.HasField("ordering_key"):
         return metadata.ordering_key
     if metadata.HasField("partition_key"):
-        key = proto_text(metadata.partition_key)
+        key = proto_field(metadata, "partition_key")
         if metadata.partition_key_b64_encoded:
             with contextlib.suppress(ValueError):
                 return base64.b64decode(key)

@@ -266,6 +266,8 @@ class ClusterLane(Lane):
         script: Script | None,
         decode: Callable[[Any], Any] | None,
     ) -> asyncio.Future[Any]:
+        if self.audit is not None:
+            self.audit(args, script)
         slot = self._slot_of(args)
         if slot is not None:
             hold = self._held.get(slot)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import hiredis
+from mypy_extensions import mypyc_attr
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
@@ -255,6 +256,18 @@ class ReplicaAcks:
         return ("WAIT", self.replicas, self.timeout_ms)
 
 
+#: Commands a lane is asked to queue, told to :attr:`Lane.audit` (a command's arguments and
+#: its script, or None).
+Audit = Callable[[tuple[Any, ...], Script | None], None]
+
+
+# Interpreted subclasses allowed: the unit tests' in-memory lane derives from this class.
+# Compiled with mypyc (setup.py), a class refuses interpreted subclasses unless it allows
+# them ("interpreted classes cannot inherit from compiled"), and then its compiled callers
+# reach their overrides (mypyc's docs, "Native classes": "Inheritance"). ClusterLane is
+# compiled with it; the cost for the lane's own instances is small (mypyc's
+# analysis/attrdefined.py: its attributes are not known always defined, so reads check).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Lane:
     """Per-tick pipelining front of one Redis client, on one dedicated connection."""
 
@@ -278,8 +291,13 @@ class Lane:
         self.sharded_pubsub = sharded_pubsub
         self.hint = hint
         self.replica_acks = replica_acks if replica_acks and replica_acks.replicas > 0 else None
-        #: the WAIT command ending a writing pipeline, one object: found by identity
-        self._wait = self.replica_acks.command if self.replica_acks else None
+        #: the WAIT command ending a writing pipeline, one object: found by identity. A
+        #: tuple of any length to mypyc (setup.py), which keeps a fixed-length tuple type
+        #: as a value and boxes it afresh wherever it becomes an object, so that identity
+        #: would be lost (mypyc's docs, "Using type annotations": "Value and heap types")
+        self._wait: tuple[Any, ...] | None = (
+            self.replica_acks.command if self.replica_acks else None
+        )
         self._queue: list[QueuedCommand] = []
         #: closed while MAX_QUEUED_COMMANDS or more wait to be written, until half are left
         #: (the front ends hold their clients back meanwhile: docs/operations.md)
@@ -319,6 +337,10 @@ class Lane:
         #: given the channels a pipeline notified once it is answered (or failed): the
         #: notifier wakes this gateway's listeners of them (:meth:`.Notifier.wake`)
         self.on_notified: Callable[[set[str]], None] | None = None
+        #: told of every command before it is queued: the tests check that each would
+        #: suit a Redis Cluster (tests/conftest.py); an attribute rather than a method
+        #: the tests replace, as a compiled build's instances have no ``__dict__``
+        self.audit: Audit | None = None
 
     # -- submitting -------------------------------------------------------------------
 
@@ -373,6 +395,8 @@ class Lane:
         script: Script | None,
         decode: Callable[[Any], Any] | None,
     ) -> asyncio.Future[Any]:
+        if self.audit is not None:
+            self.audit(args, script)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
