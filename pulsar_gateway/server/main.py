@@ -60,12 +60,12 @@ async def serve(config: GatewayConfig, worker: WorkerRole | None = None) -> None
         # out of the collector's reach, a full collection scans only what serving creates
         # (a /metrics scrape of 1,000 topics: 110 -> 80 ms of CPU, docs/benchmarks.md).
         gc.freeze()
-        if worker is None:
+        if worker is None or watch is None:
             log.info("ready: %s", ", ".join(gateway.urls))
         else:
             # the supervisor says "ready:" once every worker serves
             worker.announce_ready(gateway.urls)
-            watch.start()  # type: ignore[union-attr]  # set with the worker
+            watch.start()
         await stop.wait()
         log.info("signal received: shutting down")
     finally:
