@@ -9,6 +9,7 @@ message must arrive exactly once."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -24,7 +25,7 @@ import pyspark
 import pytest
 
 from tests.adminhttp import admin
-from tests.conftest import TIMEOUT, GatewayThread, free_port, wait_for
+from tests.conftest import TIMEOUT, GatewayThread, wait_for
 from tests.integration.spark.spark_fixtures import env_for_subprocess
 
 SPARK_HOME = Path(pyspark.__file__).parent
@@ -37,14 +38,12 @@ class Cluster:
     """A standalone master and its workers, each a ``spark-class`` JVM."""
 
     root: Path
-    master_port: int = field(default_factory=free_port)
-    master_web_port: int = field(default_factory=free_port)
+    # Every JVM binds port 0 and the master's log says which ports it got: ports chosen
+    # ahead by the test could be taken by another JVM's port-0 bind while the master starts.
+    url: str = ""
+    master_web_port: int = 0
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[tuple[Path, IO[bytes]]] = field(default_factory=list)
-
-    @property
-    def url(self) -> str:
-        return f"spark://127.0.0.1:{self.master_port}"
 
     def start(self, name: str, *args: str) -> None:
         path = self.root / f"{name}.log"
@@ -65,10 +64,24 @@ class Cluster:
             )
         )
 
-    def alive_workers(self) -> int:
+    def master_bound(self) -> bool:
+        """Read the master's URL and web UI port from its log once it has bound both."""
+        self.check_running()
+        log = (self.root / "master.log").read_text(errors="replace")
+        url = re.search(r"Starting Spark master at (spark://\S+)", log)
+        web = re.search(r"started service 'MasterUI' on port (\d+)", log)
+        if url is None or web is None:
+            return False
+        self.url, self.master_web_port = url.group(1), int(web.group(1))
+        return True
+
+    def check_running(self) -> None:
         for process in self.processes:
             if process.poll() is not None:
                 raise AssertionError(f"a cluster process exited early:\n{self.log_tails()}")
+
+    def alive_workers(self) -> int:
+        self.check_running()
         url = f"http://127.0.0.1:{self.master_web_port}/json/"
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
@@ -109,10 +122,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             "--host",
             "127.0.0.1",
             "--port",
-            str(cluster.master_port),
+            "0",
             "--webui-port",
-            str(cluster.master_web_port),
+            "0",
         )
+        wait_for(cluster.master_bound, timeout=9 * TIMEOUT, interval=0.5)
         for index in range(2):
             cluster.start(
                 f"worker-{index}",
@@ -124,7 +138,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
                 "--memory",
                 "1g",
                 "--webui-port",
-                str(free_port()),
+                "0",
                 "--work-dir",
                 str(cluster.root / "work" / f"worker-{index}"),
                 cluster.url,
