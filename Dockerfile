@@ -16,7 +16,10 @@
 # to PyPI; until then the directory holds only its .gitignore, which keeps it in every clone.
 # `--build-arg PIP_FROM=wheels` insists on the wheelhouse (the build stops at once without
 # it) and `--build-arg PIP_FROM=pypi` takes everything from PyPI, the project from this
-# source tree. Either way the base image debian:bookworm must be there or pullable
+# source tree, compiled with mypyc in the install stage (gcc and the Python headers there,
+# not in the final image; `--build-arg PULSAR_GATEWAY_COMPILE=0` for pure Python). The
+# wheelhouse's project wheel is the compiled build when the host could make it
+# (compose/stack). Either way the base image debian:bookworm must be there or pullable
 # (`compose/stack base` builds it where no registry answers). Every option is also an
 # environment variable (PULSAR_GATEWAY_REDIS_URL, PULSAR_GATEWAY_ADVERTISED_ADDRESS, ...:
 # see --help). Without --redis-url the gateway starts its own AOF-persistent redis-server
@@ -67,7 +70,9 @@ RUN apt-get update \
 # pipeline)
 ARG WHEELS=compose/wheels
 ARG EXTRAS=""
-COPY pyproject.toml README.md /src/
+# PIP_FROM=pypi: 1 compiles the per-message modules (setup.py fetches mypy), 0 does not
+ARG PULSAR_GATEWAY_COMPILE=1
+COPY pyproject.toml setup.py README.md /src/
 COPY pulsar_gateway /src/pulsar_gateway
 COPY spark/pyspark_pulsar /src/spark/pyspark_pulsar
 COPY --from=pip-source /pip-from /pip-from
@@ -81,10 +86,17 @@ RUN set -eu; \
         /opt/gateway/bin/pip install --no-cache-dir --no-index --find-links /wheels \
           "pulsar-redis-gateway$EXTRAS" ;; \
       pypi) \
-        echo "installing /src$EXTRAS and its dependencies from PyPI"; \
-        /opt/gateway/bin/pip install --no-cache-dir "/src$EXTRAS" ;; \
+        echo "installing /src$EXTRAS and its dependencies from PyPI" \
+             "(PULSAR_GATEWAY_COMPILE=$PULSAR_GATEWAY_COMPILE)"; \
+        if [ "$PULSAR_GATEWAY_COMPILE" != 0 ]; then \
+          apt-get update; \
+          DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+            gcc libc6-dev python3-dev; \
+        fi; \
+        PULSAR_GATEWAY_COMPILE=$PULSAR_GATEWAY_COMPILE \
+          /opt/gateway/bin/pip install --no-cache-dir "/src$EXTRAS" ;; \
     esac; \
-    /opt/gateway/bin/pulsar-gateway --help >/dev/null
+    /opt/gateway/bin/pulsar-gateway --version
 
 # -- the Spark example pipeline (--target spark-pipeline, EXTRAS=[spark]) ------------------
 # Arguments are the example's (--service-url, --admin-url, --topic, --totals-topic,

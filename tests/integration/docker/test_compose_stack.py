@@ -162,6 +162,23 @@ def topic_name(label: str) -> str:
     return f"fleet-{label}-{uuid.uuid4().hex[:8]}"
 
 
+def test_the_gateways_run_the_build_of_the_wheelhouse(fleet: Path) -> None:
+    """The images ship the compiled build when the host could make it: the project's wheel
+    in the wheelhouse is then a CPython 3.11 wheel with extension modules, and every gateway
+    container says so (``pulsar-gateway --version``, as the start-up log does)."""
+    (wheel,) = (COMPOSE / "wheels").glob("pulsar_redis_gateway-*.whl")
+    compiled = not wheel.name.endswith("-py3-none-any.whl")
+    if os.environ.get("PGW_EXPECT_BUILD") == "compiled":
+        # ./dev test compiled on this host, so compose/stack wheels could too
+        assert compiled, wheel.name
+    for index in range(1, GATEWAYS + 1):
+        version = compose("exec", "--index", str(index), "gateway", "pulsar-gateway", "--version")
+        if compiled:
+            assert "(compiled (mypyc, " in version, version
+        else:
+            assert "(pure Python)" in version, version
+
+
 def test_official_client_produces_and_consumes_through_the_load_balancer(fleet: Path) -> None:
     topic = topic_name("binary")
     # a lookup names the load balancer's address, so the client keeps its one connection
