@@ -723,19 +723,22 @@ class HttpBench:
             r.xack(key, SUBSCRIPTION, *ids)
             got += len(ids)
 
-    def raw_produce(self) -> float:
+    def raw_produce(self, n: int | None = None, section: str = "raw XADD") -> float:
+        """Pipelined XADD of ``n`` entries (default N), timed as ``section``; msg/s.
+        (bench/aims.py runs it several times, each round its own section.)"""
+        n = self.n if n is None else n
         warm = f"rawbench:{{{self.run_id}}}:warm"
         self._raw_xadd(warm, self.args.warmup)
         self.raw.delete(warm)
         key = f"rawbench:{{{self.run_id}}}:xadd"
-        with self.measure("raw XADD", self.n):
+        with self.measure(section, n):
             t0 = time.perf_counter()
-            self._raw_xadd(key, self.n)
+            self._raw_xadd(key, n)
             t1 = time.perf_counter()
-        if self.raw.xlen(key) != self.n:
+        if self.raw.xlen(key) != n:
             raise BenchError("raw XADD: stream length mismatch")
         self.raw.delete(key)
-        return self.n / (t1 - t0)
+        return n / (t1 - t0)
 
     def raw_consume(self) -> float:
         warm = f"rawbench:{{{self.run_id}}}:warm"

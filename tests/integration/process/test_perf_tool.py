@@ -1,11 +1,12 @@
 """bench/perf.py against a real redis-server and gateway that it starts (``--start``): the
 figures it reports hold together (every message published is received, at the asked rate,
 with latencies and CPU per message measured), for the gateway and for the same hop on raw
-Redis (``--compare-raw``)."""
+Redis (``--compare-raw``). Also bench/floors.py and bench/aims.py, run the same way."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,33 @@ def test_floors_measures_every_operation(tmp_path: Path) -> None:
     assert lane == max(operations.values())
     assert set(figures["after_sleep_us"]) == {"0", "0.3", "1", "3"}
     assert "| operation | µs |" in report
+
+
+@pytest.mark.timeout(400)
+def test_aims_measures_every_path_against_raw_redis(tmp_path: Path) -> None:
+    """bench/aims.py --quick: one run measures every path of the aims and the raw XADD
+    reference, and prints one table with a figure, a ratio or an aim, and a verdict each."""
+    report, result = run_tool(tmp_path, "aims.py", "--quick", timeout=380)
+    cases = ["raw", "produce", "consume", "ws-produce", "ws-consume", "rest", "e2e", "metrics"]
+    rows = {row["case"]: row for row in result["rows"]}
+    assert list(rows) == cases
+    assert all(row["measured"] and row["error"] is None for row in rows.values()), rows
+    raw = rows.pop("raw")
+    assert raw["raw"] > 0 and raw["redis_us_per_msg"] > 0  # client and Redis CPU per XADD
+    for case, row in rows.items():
+        assert row["gateway"] > 0, case
+        assert isinstance(row["met"], bool), case
+        if case in ("produce", "consume", "ws-produce", "ws-consume", "rest"):
+            # the ratio is against this run's raw reference
+            assert row["raw"] == raw["raw"], case
+            assert row["ratio"] == pytest.approx(row["gateway"] / raw["raw"]), case
+    assert rows["e2e"]["raw"] > 0  # the same hop on raw Redis, same rate
+    # the table: one line per path, each with a number and a verdict
+    table = [line for line in report.splitlines() if line.startswith("| ")][1:]  # no header
+    assert len(table) == len(cases), report
+    for line in table[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert re.match(r"[\d,.]+ (µs/msg|ms)$", cells[1]), line
+        assert cells[5] in ("yes", "no"), line
+    assert re.search(r"gateway build: (pure Python|compiled)", report), report
+    assert result["commit"] and result["date"] and "aims.py --quick" in result["command"]
