@@ -181,6 +181,31 @@ async def test_a_failed_append_call_fails_every_entry_of_its_tick(gateway: Gatew
             await fut
 
 
+async def test_append_to_tick_answers_a_tick_with_one_future_in_send_order(
+    gateway: Gateway,
+) -> None:
+    producer = gateway.producer()
+    first = producer.append(_entry(b"m-0"))  # an entry with a future of its own, then two
+    (tick, i), (same, j) = (producer.append_to_tick(_entry(b"m-%d" % n)) for n in (1, 2))
+    assert tick is same and (i, j) == (1, 2)  # indexes in the tick's one append call
+    assert await first == _at(1000, 0)
+    assert (await tick)[i] == _at(1000, 1) and (await tick)[j] == _at(1000, 2)
+    later, k = producer.append_to_tick(_entry(b"m-3"))
+    assert later is not tick and k == 0  # the next tick's
+    assert await later == [_at(1000, 3)]
+    assert [len(c.args) for c in gateway.lane.named("append_entries")] == [10, 4]
+
+
+async def test_a_failed_append_call_fails_the_tick_future_too(gateway: Gateway) -> None:
+    producer = gateway.producer()
+    gateway.lane.fail_next("append_entries", StorageError("Redis connection lost"))
+    own = producer.append(_entry(b"m-0"))
+    tick, _ = producer.append_to_tick(_entry(b"m-1"))
+    for fut in (own, tick):
+        with pytest.raises(StorageError):
+            await fut
+
+
 async def test_append_notifies_the_topic_once_per_tick_and_counts(gateway: Gateway) -> None:
     producer = gateway.producer()
     channel = gateway.topic.keys.notify_channel

@@ -6,7 +6,8 @@ SEND is the hot path and takes no task: each producer's answers (receipts, and t
 refusals of its topic's policies) wait in a queue in send order, the client's requirement
 (``ProducerImpl::ackReceived``), and are written from its head as the appends complete. A
 Redis pipeline resolves its appends in order and in one go, so one callback answers a whole
-pipeline's SENDs instead of one callback per message.
+pipeline's SENDs instead of one callback per message, and a SEND takes no future of its
+own: it waits on its tick's (``ProducerHandle.append_to_tick``), at its index.
 
 Reading the connection pauses (:class:`.throttle.Throttle`) while ``max_pending`` SENDs
 wait for their answers (Pulsar's ``maxPendingPublishRequestsPerConnection``, resumed at
@@ -69,9 +70,9 @@ _DUPLICATE = AppendStatus.DUPLICATE
 #: -1 as a MessageIdData field: the receipt of a deduplicated SEND is (-1, -1).
 _MINUS_ONE = (1 << 64) - 1
 
-#: A SEND waiting for its answer: producer id, sequence id, and either the append's future
-#: or the refusal of a policy.
-_Answer = tuple[int, int, "asyncio.Future[AppendOutcome] | None", "GatewayError | None"]
+#: A SEND waiting for its answer: producer id, sequence id, and either its tick's appends'
+#: future and its index among them, or the refusal of a policy.
+_Answer = tuple[int, int, "asyncio.Future[list[AppendOutcome]] | None", int, "GatewayError | None"]
 
 
 class ProducerSide:
@@ -234,7 +235,7 @@ class ProducerSide:
         if producer.encrypted and not metadata.encryption_keys:
             # Producer.checkAndStartPublish: an encrypting producer's message without keys
             refused = EncryptionRequired("Messages must be encrypted")
-            self._queue_answer(producer, (producer_id, sequence_id, None, refused))
+            self._queue_answer(producer, (producer_id, sequence_id, None, 0, refused))
             return
         # The entry to append (built here, not in a function of its own: once per SEND).
         # Its size comes from its metadata (what consumers will parse), not from
@@ -268,12 +269,12 @@ class ProducerSide:
             ),
         )
         try:
-            fut = producer.append(entry)
+            fut, index = producer.append_to_tick(entry)
         except (DeliveryDelayNotAllowed, MessageTooLarge) as exc:
             # Answered after the receipts of the messages sent before it: send order.
-            self._queue_answer(producer, (producer_id, sequence_id, None, exc))
+            self._queue_answer(producer, (producer_id, sequence_id, None, 0, exc))
             return
-        self._queue_answer(producer, (producer_id, sequence_id, fut, None))
+        self._queue_answer(producer, (producer_id, sequence_id, fut, index, None))
         rate = producer.publish_rate
         # the topic's publishRate (PublishRateLimiterImpl.handlePublishThrottling)
         if rate.limited and self._publish_throttle.acquire(
@@ -322,11 +323,21 @@ class ProducerSide:
             return
         closed = self._state.closed
         answered = 0
+        # the last tick future found done, with its failure or outcomes: the SENDs of one
+        # tick share it, so it is read once for all of them
+        done: asyncio.Future[list[AppendOutcome]] | None = None
+        error: BaseException | None = None
+        outcomes: list[AppendOutcome] = []
         while queue:
-            producer_id, sequence_id, fut, refusal = queue[0]
-            if fut is not None and not fut.done():
-                fut.add_done_callback(partial(self._answer_from_head, producer))
-                break
+            producer_id, sequence_id, fut, index, refusal = queue[0]
+            if fut is not None and fut is not done:
+                if not fut.done():
+                    fut.add_done_callback(partial(self._answer_from_head, producer))
+                    break
+                done = fut
+                # cancelled only if the gateway stops under it: a failure like any other
+                error = asyncio.CancelledError() if fut.cancelled() else fut.exception()
+                outcomes = fut.result() if error is None else []
             queue.popleft()
             answered += 1
             if closed:
@@ -334,8 +345,10 @@ class ProducerSide:
             if fut is None:
                 assert refusal is not None
                 self._refuse_send(producer_id, sequence_id, refusal)
+            elif error is None:
+                self._answer_append(producer, producer_id, sequence_id, outcomes[index], None)
             else:
-                self._answer_append(producer, producer_id, sequence_id, fut)
+                self._answer_append(producer, producer_id, sequence_id, None, error)
         if not queue:
             del self._answers[producer]
         if answered:
@@ -348,13 +361,13 @@ class ProducerSide:
         producer: ProducerHandle,
         producer_id: int,
         sequence_id: int,
-        fut: asyncio.Future[AppendOutcome],
+        outcome: AppendOutcome | None,
+        exc: BaseException | None,
     ) -> None:
-        """SEND_RECEIPT for a stored (or deduplicated) append; for a failed or refused one,
-        close the producer."""
-        exc = fut.exception()
-        if exc is None:
-            status, ledger_id, entry_id = fut.result()
+        """SEND_RECEIPT for a stored (or deduplicated) append (``outcome``); for a failed
+        (``exc``) or refused one, close the producer."""
+        if outcome is not None:
+            status, ledger_id, entry_id = outcome
             if status is _STORED:
                 self._conn.send_send_receipt(producer_id, sequence_id, ledger_id, entry_id)
                 return

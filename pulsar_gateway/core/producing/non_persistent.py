@@ -108,5 +108,12 @@ class NonPersistentProducer:
         count_in(self._metrics, self.meter, self.topic_meter, num_messages, len(blob))
         return resolved(stored(ledger, entry_id))
 
+    def append_to_tick(
+        self, entry: EntryToAppend
+    ) -> tuple[asyncio.Future[list[AppendOutcome]], int]:
+        """:meth:`append`'s outcome as the only one of its tick (published at once)."""
+        outcome = self.append(entry).result()
+        return resolved([outcome]), 0
+
     def close(self) -> None:
         """Nothing to release: the producer is registered nowhere."""

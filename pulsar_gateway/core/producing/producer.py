@@ -62,22 +62,32 @@ _names = itertools.count()
 
 
 def _settle(
-    waiting: list[asyncio.Future[AppendOutcome]],
+    waiting: list[asyncio.Future[AppendOutcome] | None],
+    tick: asyncio.Future[list[AppendOutcome]] | None,
     done: asyncio.Future[list[AppendOutcome]],
 ) -> None:
-    """Resolve each entry's future from its tick's append call."""
+    """Resolve each entry's future (None for an entry of :meth:`Producer.append_to_tick`),
+    and the tick's future when there is one, from its tick's append call."""
     if done.cancelled():
         for fut in waiting:
-            fut.cancel()
+            if fut is not None:
+                fut.cancel()
+        if tick is not None:
+            tick.cancel()
         return
     error = done.exception()
     if error is not None:
         for fut in waiting:
-            if not fut.done():
+            if fut is not None and not fut.done():
                 fut.set_exception(error)
+        if tick is not None and not tick.done():
+            tick.set_exception(error)
         return
-    for fut, result in zip(waiting, done.result(), strict=True):
-        if not fut.done():
+    outcomes = done.result()
+    if tick is not None and not tick.done():
+        tick.set_result(outcomes)
+    for fut, result in zip(waiting, outcomes, strict=True):
+        if fut is not None and not fut.done():
             fut.set_result(result)
 
 
@@ -168,6 +178,17 @@ class ProducerHandle(Protocol):
                 stored.
         """
 
+    def append_to_tick(
+        self, entry: EntryToAppend
+    ) -> tuple[asyncio.Future[list[AppendOutcome]], int]:
+        """:meth:`append`, answered for the whole tick: the future of the outcomes of the
+        entries this producer appends in this loop tick, in order, and this entry's index
+        among them.
+
+        Raises:
+            DeliveryDelayNotAllowed, MessageTooLarge: as :meth:`append`.
+        """
+
 
 class Producer:
     """One producer attached to a topic on this gateway.
@@ -226,7 +247,13 @@ class Producer:
         self.max_message_size = 0
         self.encrypted = False
         self.publish_rate = PublishRateLimiter()
-        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        #: the event loop the producer was attached in, where its appends' futures live:
+        #: asking for the running loop per append costs a getpid() system call on Python
+        #: 3.11 (CPython's ``Modules/_asynciomodule.c``, ``get_running_loop``, compares the
+        #: running loop's process id with it): about 0.2 µs, 2-3% of a compiled gateway's
+        #: CPU per unbatched message
+        self._loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[None] = self._loop.create_future()
         # A queued producer's client may be gone before its turn comes, and nobody awaits
         # the refusal then: reading it here keeps asyncio from logging it as unhandled.
         self.ready.add_done_callback(read_outcome)
@@ -239,26 +266,32 @@ class Producer:
         self.topic_meter = topic_meter
         self.producer_id = 0
         self.client = ClientInfo()
-        #: this tick's entries and their futures, sent together at the end of the tick
+        #: this tick's entries and their futures (None for those of append_to_tick), sent
+        #: together at the end of the tick
         self._batch: list[tuple[bytes, str, int]] = []
-        self._waiting: list[asyncio.Future[AppendOutcome]] = []
+        self._waiting: list[asyncio.Future[AppendOutcome] | None] = []
+        #: the outcomes of this tick's entries, for append_to_tick (None until it is called)
+        self._tick: asyncio.Future[list[AppendOutcome]] | None = None
         #: the gateway's publish buffer: entries count from their append until Redis answers
         self._buffer = publish_buffer or PublishBuffer(0)
 
-    def _queue(self, blob: bytes, options: str, publish_time: int) -> asyncio.Future[AppendOutcome]:
+    def _queue(
+        self,
+        blob: bytes,
+        options: str,
+        publish_time: int,
+        fut: asyncio.Future[AppendOutcome] | None,
+    ) -> None:
         """Queue an entry (blob, :func:`entry_options` and publish time) for this tick's
-        append call; its future resolves with the entry's outcome."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[AppendOutcome] = loop.create_future()
+        append call, with its future (None: the tick's future answers it)."""
         if not self._batch:
-            loop.call_soon(self._send_batch)
+            self._loop.call_soon(self._send_batch)
         self._batch.append((blob, options, publish_time))
         self._waiting.append(fut)
-        return fut
 
     def _send_batch(self) -> None:
-        entries, waiting = self._batch, self._waiting
-        self._batch, self._waiting = [], []
+        entries, waiting, tick = self._batch, self._waiting, self._tick
+        self._batch, self._waiting, self._tick = [], [], None
         # the tick's entries count in the publish buffer until Redis answers their call
         size = sum([len(blob) for blob, _, _ in entries])
         self._buffer.acquire(size)
@@ -269,7 +302,7 @@ class Producer:
 
         def settle(done: asyncio.Future[list[AppendOutcome]]) -> None:
             buffer.release(size)
-            _settle(waiting, done)
+            _settle(waiting, tick, done)
 
         reply.add_done_callback(settle)
 
@@ -321,6 +354,35 @@ class Producer:
             DeliveryDelayNotAllowed: the topic's policy refuses the delay; nothing stored.
             MessageTooLarge: the entry exceeds the topic's ``maxMessageSize``; nothing stored.
         """
+        options = self._options(entry)
+        fut: asyncio.Future[AppendOutcome] = self._loop.create_future()
+        self._queue(entry.blob, options, entry.publish_time, fut)
+        self._appended(entry.blob, entry.num_messages)
+        return fut
+
+    def append_to_tick(
+        self, entry: EntryToAppend
+    ) -> tuple[asyncio.Future[list[AppendOutcome]], int]:
+        """:meth:`append`, answered for the whole tick: the future of the outcomes of this
+        tick's entries, in order, and this entry's index among them. One future per tick
+        instead of one per entry: the binary adapter's SENDs, whose answers it writes in
+        order from the head of a queue anyway, take no future each (a future's creation,
+        result and reading cost about 0.25 µs an entry, interpreted).
+
+        Raises:
+            DeliveryDelayNotAllowed, MessageTooLarge: as :meth:`append`.
+        """
+        options = self._options(entry)
+        tick = self._tick
+        if tick is None:
+            tick = self._tick = self._loop.create_future()
+        index = len(self._batch)
+        self._queue(entry.blob, options, entry.publish_time, None)
+        self._appended(entry.blob, entry.num_messages)
+        return tick, index
+
+    def _options(self, entry: EntryToAppend) -> str:
+        """The :func:`entry_options` of ``entry``, after the checks of :meth:`append`."""
         blob, num_messages, _, _, sticky_key, chunk, publish_time, requested = entry
         if self.max_message_size:
             self._check_size(blob, chunk)
@@ -336,9 +398,7 @@ class Producer:
                 deliver_at=at,
                 chunk=chunk,
             )
-        fut = self._queue(blob, options, publish_time)
-        self._appended(blob, num_messages)
-        return fut
+        return options
 
     def _checked_options(self, entry: EntryToAppend, deliver_at: int | None) -> str:
         """The options of an entry with the deduplication (sequence id, the id to record,
