@@ -17,10 +17,14 @@ produce
     ``perf.py produce``: one message per SEND, 3 topics over 3 connections, as fast as
     receipts come back; gateway CPU per receipted message. Aim: <= 1.0x raw.
 consume
-    ``perf.py consume``: Shared, one ACK command per message (``--ack each``), topics
-    prefilled (untimed) with one message per entry; the window ends after 60% of the
-    backlog was received (so it covers only draining); gateway CPU per message received.
-    Aim: <= 0.5x raw.
+    ``perf.py consume``: Shared, every message acknowledged individually, the ids of one
+    read in one ACK command (``--ack grouped``: what the clients send with their default
+    ack grouping), topics prefilled (untimed) with one message per entry; the window ends
+    after 60% of the backlog was received (so it covers only draining); gateway CPU per
+    message received. Aim: <= 0.5x raw.
+consume-each
+    The same with one ACK command per message (``--ack each``: ack grouping off), for
+    scale; no aim of its own.
 ws-produce, ws-consume, rest
     ``bench_http.py``'s cases (a WebSocket producer with 1000 unacked sends; a Shared
     WebSocket consumer acking each message; REST produce, 100 messages per request, 4 in
@@ -76,12 +80,23 @@ from harness import (
 
 #: The cases, in the order they run (``--only`` picks some). ``metrics`` is last: its
 #: 1,000 topics stay until the end of the run.
-CASES = ("produce", "consume", "ws-produce", "ws-consume", "rest", "e2e", "metrics")
+CASES = (
+    "produce",
+    "consume",
+    "consume-each",
+    "ws-produce",
+    "ws-consume",
+    "rest",
+    "e2e",
+    "metrics",
+)
 #: The cases compared with the raw XADD reference (the factor of its aim); REST is shown
 #: against it too, for scale, though its aim is absolute.
 RATIO_AIMS = {"produce": 1.0, "consume": 0.5, "ws-produce": 1.25, "ws-consume": 1.25}
 ABSOLUTE_AIMS = {"rest": 5.0, "metrics": 40.0, "e2e": 2.0}
-NEEDS_RAW = {*RATIO_AIMS, "rest"}
+#: compared with the raw reference for scale, without an aim of their own
+FOR_SCALE = {"rest", "consume-each"}
+NEEDS_RAW = {*RATIO_AIMS, *FOR_SCALE}
 PERF_TOPICS = 3  # produce and consume: 3 topics over 3 connections, as docs/benchmarks.md
 E2E_RATE = 10_000
 METRICS_TOPICS = 1000
@@ -90,7 +105,8 @@ CASE_LIMIT = 900.0  # the watchdog's last resort per case, seconds
 PATHS = {
     "raw": "raw reference: redis-py pipelined `XADD`, 1000 per execute (client CPU)",
     "produce": "binary produce, 1 msg per SEND",
-    "consume": "binary consume, Shared, ack each, 1 msg per entry",
+    "consume": "binary consume, Shared, every message acked (grouped per read), 1 msg per entry",
+    "consume-each": "the same, one ACK command per message",
     "ws-produce": "WebSocket produce, 1000 unacked",
     "ws-consume": "WebSocket consume, Shared, ack each",
     "rest": f"REST produce, {bench_http.REST_BATCH} per request",
@@ -154,7 +170,7 @@ class Row:
     @property
     def met(self) -> bool | None:
         """None: not measured (the gateway figure, or the raw one a ratio needs, is missing)."""
-        if self.gateway is None or self.case == "raw":
+        if self.gateway is None or self.case == "raw" or not self.aim:
             return None
         if self.case in RATIO_AIMS:
             ratio = self.ratio
@@ -325,26 +341,37 @@ class Aims:
         )
 
     def consume(self) -> Row:
+        """Every message acknowledged individually, the ids of one read in one ACK
+        command: what the clients send with their default ack grouping (the Java client's
+        ``acknowledgmentGroupTime``, 100 ms; the C++ client's ``ackGroupingTimeMs``)."""
+        return self._consume("consume", "grouped")
+
+    def consume_each(self) -> Row:
+        """One ACK command per message (ack grouping off): for scale, no aim of its own."""
+        return self._consume("consume-each", "each")
+
+    def _consume(self, case: str, ack: str) -> Row:
         self.ensure_gateway()
         p = self.plan
         total = p.consume_prefill * PERF_TOPICS
         args = self.perf_args(
             "consume",
             *("--topics", str(PERF_TOPICS), "--connections", str(PERF_TOPICS)),
-            *("--subscription-type", "Shared", "--ack", "each"),
+            *("--subscription-type", "Shared", "--ack", ack),
             *("--duration", str(max(p.perf_duration, 30)), "--warmup", str(p.consume_warmup)),
             # the window ends while the backlog still drains: CPU of draining only
             *("--messages", str(int(total * 0.6))),
         )
+        args.topic_prefix = f"aims-{self.run_id}-{case}"  # each consume case its own topics
         fill = argparse.Namespace(**{**vars(args), "mode": "produce", "rate": 0})
         fill.duration, fill.warmup = 3600.0, 0.0
         self.env.log(f"prefilling {PERF_TOPICS} x {p.consume_prefill:,} messages (untimed)")
         perf.prefill(fill, p.consume_prefill)
-        r = self.run_perf("consume", args)
+        r = self.run_perf(case, args)
         self.drop_perf_topics(args)
         return Row(
-            "consume",
-            PATHS["consume"],
+            case,
+            PATHS[case],
             "µs/msg",
             gateway=r["gateway_us_per_msg"],
             redis_us_per_msg=r["redis_us_per_msg"],
@@ -539,7 +566,11 @@ def report(header: dict[str, Any], rows: list[Row], warnings: list[str]) -> str:
         raw_unit = "µs/msg" if r.case in NEEDS_RAW or r.case == "raw" else r.unit
         raw = _num(r.raw, raw_unit) + (f" ({r.raw_label})" if r.raw_label else "")
         ratio = "n/a" if r.ratio is None else f"{r.ratio:.2f}"
-        met = "" if r.case == "raw" else {True: "yes", False: "no", None: "not measured"}[r.met]
+        met = (
+            ""
+            if r.case == "raw" or (not r.aim and r.error is None)
+            else {True: "yes", False: "no", None: "not measured"}[r.met]
+        )
         gateway = "" if r.case == "raw" else _num(r.gateway, r.unit)
         redis_us = _num(r.redis_us_per_msg, "").strip()
         out.append(f"| {r.path} | {gateway} | {raw} | {ratio} | {r.aim} | {met} | {redis_us} |")
