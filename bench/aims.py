@@ -51,18 +51,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import secrets
 import shlex
-import signal
 import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import bench_http
@@ -76,6 +73,7 @@ from harness import (
     GatewayProcess,
     RedisServer,
     git_describe,
+    run_cli,
 )
 
 #: The cases, in the order they run (``--only`` picks some). ``metrics`` is last: its
@@ -611,24 +609,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    measured = False
 
-    def on_term(signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_term)
-    try:
+    def bench(args: argparse.Namespace) -> dict[str, Any]:
+        nonlocal measured
         data, measured = run(args)
-    except BenchError as exc:  # the start-up failed: nothing was measured
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bench interrupted", file=sys.stderr)
-        return 130
-    if args.json:
-        Path(args.json).write_text(json.dumps(data, indent=2, default=str))
-    if not measured:
+        return data
+
+    code = run_cli(args, bench)
+    if code == 0 and not measured:
         print("some cases were not measured (see above)", file=sys.stderr)
-    return 0 if measured else 1
+        return 1
+    return code
 
 
 if __name__ == "__main__":
