@@ -47,8 +47,8 @@ HERE = Path(__file__).resolve().parent
 
 #: The modules on the per-message paths (binary and WebSocket produce and consume, the
 #: storage lane and its scripts), and the per-topic loops of a ``/metrics`` scrape and of
-#: the admin stats (topic_stats.py, topic_metrics.py: about a third of their CPU, 1,000
-#: topics' figures and text in 8.7 ms instead of 11). Not core/storage/connections.py: its classes derive from
+#: the admin stats (topic_stats.py, topic_metrics.py: 1,000 topics' figures and text in
+#: 8.7 ms instead of 11). Not core/storage/connections.py: its classes derive from
 #: redis-py's slotted connection classes, and a class built at run time with type() derives
 #: from them, which a native class does not allow (mypyc's docs, "Native classes").
 #: Nor entry_codec/checksum.py: its work is the crc32c package's C code, and a test loads a
