@@ -84,7 +84,13 @@ class CursorPosition:
 
     @property
     def stream_id(self) -> bytes:
-        return b"%d-%d" % (self.ledger_id, self.entry_id)
+        """The entry's stream id, as the scripts take it. They work out the ids next to it
+        in Lua numbers (doubles: lib.lua's ``split_id``), exact below 2**53, and every
+        stored id is far below that; a larger ledger or entry id, which any long of a
+        ``ResetCursorData`` may be, is a position past every stored entry, and so is the
+        largest exact id, which stands for it."""
+        top = MAX_LEDGER_ID - 1
+        return b"%d-%d" % (min(self.ledger_id, top), min(self.entry_id, top))
 
 
 class SubscriptionAdmin:

@@ -431,6 +431,31 @@ def test_reset_cursor_to_earliest_and_latest(gateway, client_factory, topic):
     assert_nothing(consumer)
 
 
+def test_reset_and_expire_at_ids_past_every_entry(gateway, client_factory, topic):
+    """Any long is a ResetCursorData's ledger or entry id: ids of 2**53 and more (beyond
+    what the scripts' Lua numbers hold exactly) are positions past every entry."""
+    client = client_factory(gateway.url)
+    ok(admin("PUT", sub_url(gateway, topic, "s"), "earliest"))
+    ids = produce(client, topic, 3)
+    url = sub_url(gateway, topic, "s")
+    far = 2**63 - 1  # the largest long; both halves at it is "latest"
+    for body in (
+        {"ledgerId": far, "entryId": 0},
+        {"ledgerId": ids[-1].ledger_id(), "entryId": far, "isExcluded": True},
+        {"ledgerId": far, "entryId": far - 1, "batchIndex": 3},
+    ):
+        assert admin("POST", url + "/resetcursor", body) == (204, None), body
+        consumer = client.subscribe(topic, "s")
+        assert_nothing(consumer)  # the cursor is past every entry
+        consumer.close()
+    assert admin("POST", url + "/resetcursor", "earliest") == (204, None)
+    # expiring up to a position past the last entry is not issued, as for any such position
+    status, _ = admin("POST", url + "/expireMessages", {"ledgerId": far, "entryId": 7})
+    assert status == 409
+    consumer = client.subscribe(topic, "s")
+    assert receive_payloads(consumer, 3) == names(3)
+
+
 # -- partitioned topics ------------------------------------------------------------------------
 
 
