@@ -176,11 +176,6 @@ class Row:
         return self.gateway <= ABSOLUTE_AIMS[self.case]
 
 
-def per_unit(section: bench_http.Section, who: str, scale: float = 1e6) -> float:
-    """CPU of ``who`` per unit of a bench_http timed section (µs by default)."""
-    return section.cpu[who] / 100 * section.seconds / section.units * scale
-
-
 class Aims:
     def __init__(self, args: argparse.Namespace, env: BenchEnv) -> None:
         self.args = args
@@ -233,11 +228,6 @@ class Aims:
         found = re.search(r"pulsar-gateway (\S+) \((.+?)\) starting", self.gw.log_text())
         return f"{found[2]} (pulsar-gateway {found[1]})" if found else "unknown (no start line)"
 
-    def gateway_pids(self) -> list[int]:
-        """The gateway's pid and its workers' (none with --workers 1), as perf.py --start."""
-        assert self.gw is not None
-        return [p.pid for p in [self.gw.ps, *self.gw.ps.children()]]
-
     def http_args(self) -> argparse.Namespace:
         p = self.plan
         return bench_http.parse_args(
@@ -262,8 +252,8 @@ class Aims:
             s = b.sections[name]
             self.raw_rounds.append(
                 {
-                    "client_us_per_msg": per_unit(s, "client"),
-                    "redis_us_per_msg": per_unit(s, "redis"),
+                    "client_us_per_msg": s.per_unit("client"),
+                    "redis_us_per_msg": s.per_unit("redis"),
                     "client_cpu_pct": s.cpu["client"],
                     "msg_per_s": rate,
                     "seconds": s.seconds,
@@ -306,8 +296,8 @@ class Aims:
         )
 
     def run_perf(self, name: str, args: argparse.Namespace) -> dict[str, Any]:
-        assert self.rds is not None
-        result = perf.run(args, self.gateway_pids(), self.rds.proc.pid)
+        assert self.rds is not None and self.gw is not None
+        result = perf.run(args, self.gw.pids(), self.rds.proc.pid)
         self.perf_results[name] = result
         self.env.log(perf.report(result).replace("\n", "\n    "))
         return result
@@ -422,8 +412,8 @@ class Aims:
             case,
             PATHS[case],
             "µs/msg",
-            gateway=per_unit(s, "gateway"),
-            redis_us_per_msg=per_unit(s, "redis"),
+            gateway=s.per_unit("gateway"),
+            redis_us_per_msg=s.per_unit("redis"),
             details={"msg/s": round(result.gateway), "messages": s.units, **result.details},
         )
 
@@ -444,14 +434,14 @@ class Aims:
             "metrics",
             PATHS["metrics"],
             "ms",
-            gateway=per_unit(s, "gateway", 1e3),
+            gateway=s.per_unit("gateway", 1e3),
             raw=p50.raw,
             raw_label=f"wall, XINFO x {METRICS_TOPICS:,} pipelined",
             details={
                 "scrapes": s.units,
                 "scrape p50 ms": round(p50.gateway, 1),
                 "scrape max ms": round(worst.gateway, 1),
-                "Redis ms/scrape": round(per_unit(s, "redis", 1e3), 1),
+                "Redis ms/scrape": round(s.per_unit("redis", 1e3), 1),
             },
         )
 

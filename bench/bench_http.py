@@ -131,6 +131,10 @@ class Section:
     units: int  # messages (or requests) the section handled, for the per-unit figures
     commands: dict[str, int] = field(default_factory=dict)  # Redis calls by command
 
+    def per_unit(self, who: str, scale: float = 1e6) -> float:
+        """CPU of ``who`` ("gateway", "redis", "client", "other") per unit (µs by default)."""
+        return self.cpu[who] / 100 * self.seconds / self.units * scale
+
 
 @dataclass
 class Result:
@@ -1021,7 +1025,7 @@ def report(
         "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for key, s in bench.sections.items():
-        per_unit = s.cpu["gateway"] / 100 * s.seconds / s.units * 1e6
+        per_unit = s.per_unit("gateway")
         busiest = sorted(s.commands.items(), key=lambda kv: -kv[1])[:5]
         calls = ", ".join(f"{name} {count / s.units:.3g}" for name, count in busiest)
         out.append(

@@ -244,6 +244,10 @@ class GatewayProcess:
     def rss(self) -> int:
         return int(self.ps.memory_info().rss)
 
+    def pids(self) -> list[int]:
+        """The gateway's pid and its workers' (none with ``--workers 1``): whose CPU counts."""
+        return [p.pid for p in [self.ps, *self.ps.children()]]
+
     def stop(self) -> None:
         stop_process(self.proc, self.name, 20)
 

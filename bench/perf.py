@@ -1011,7 +1011,7 @@ def main(argv: list[str] | None = None) -> int:
             started = [env.gw, *more_gateways]
             args.service_url = ",".join(gw.url for gw in started)
             # a supervisor's CPU and its workers' (they are its children)
-            gateway_pids = [p.pid for gw in started for p in [gw.ps, *gw.ps.children()]]
+            gateway_pids = [pid for gw in started for pid in gw.pids()]
             redis_pid = env.rds.proc.pid
         if args.prefill:
             fill = argparse.Namespace(**{**vars(args), "mode": "produce", "rate": 0})
