@@ -64,7 +64,7 @@ ON_CLUSTER = os.environ.get("PGW_TEST_REDIS_CLUSTER", "") not in ("", "0")
 
 #: The folders of ``tests/integration`` whose tests carry a marker of the same name (declared
 #: in pyproject.toml); the other folders group ordinary tests and add none.
-KIND_MARKERS = ("spark", "chaos", "fuzz", "docker", "process")
+KIND_MARKERS = ("spark", "chaos", "fuzz", "docker", "process", "console")
 INTEGRATION = ROOT / "tests" / "integration"
 
 

@@ -123,7 +123,9 @@ PUBLIC = ("public", "public/default")
         ("/admin/v2/clusters/standalone", {}, Requirement(Access.SUPERUSER)),
         ("/admin/v2/brokers/standalone", {}, Requirement(Access.SUPERUSER)),
         ("/admin/v3/namespaces/acme", {}, Requirement(Access.SUPERUSER)),
-        ("/", {}, Requirement(Access.SUPERUSER)),
+        ("/", {}, Requirement(Access.OPEN)),  # the web console's page
+        ("/console/js/app.js", {}, Requirement(Access.OPEN)),
+        ("/consoles", {}, Requirement(Access.SUPERUSER)),
         ("/anything/else", {}, Requirement(Access.SUPERUSER)),
     ],
 )

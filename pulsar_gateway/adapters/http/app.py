@@ -3,8 +3,8 @@
 ``GET /admin/v2/brokers/health`` answers ``ok`` (Pulsar's ``BrokersBase.healthCheck``) when
 Redis answers, else 503 with a JSON ``reason``. ``GET /admin/v2/brokers/internal-configuration``
 says where the fleet's Redis is (``InternalConfigurationData``), for the Spark data source.
-``GET /metrics`` is the Prometheus text format. Unknown paths get a 404 with a JSON body,
-like the rest of the admin API.
+``GET /metrics`` is the Prometheus text format; ``GET /`` the web console (``console``).
+Unknown paths get a 404 with a JSON body, like the rest of the admin API.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from pulsar_gateway.adapters.http import auth, lookup, openapi, rest_produce
+from pulsar_gateway.adapters.http import auth, console, lookup, openapi, rest_produce
 from pulsar_gateway.adapters.http.admin import (
     backlog_quota,
     brokers,
@@ -133,12 +133,17 @@ async def storage_backlog(
     to it waits until Redis catches up; the health check and ``/metrics`` are answered at
     once, so an operator sees what is going on."""
     gate = request.app[SERVICES].storage_backlog
-    if not gate.is_open and request.path not in _ALWAYS_ANSWERED:
+    if not gate.is_open and not _always_answered(request.path):
         await gate.wait_open()
     return await handler(request)
 
 
 _ALWAYS_ANSWERED = frozenset({"/admin/v2/brokers/health", "/metrics"})
+
+
+def _always_answered(path: str) -> bool:
+    # the console's own files too: its page then shows what the admin API answers
+    return path in _ALWAYS_ANSWERED or console.is_console_path(path)
 
 
 def make_app(
@@ -173,5 +178,6 @@ def make_app(
     unavailable.add_routes(app)
     openapi.add_routes(app)
     websocket.add_routes(app)
+    console.add_routes(app)
     auth.add_routes(app)
     return app

@@ -15,6 +15,7 @@ path                                                       needs
 =========================================================  =================================
 ``/metrics``, ``/admin/v2/brokers/health``                 nothing; a valid token with
                                                            ``authenticate_metrics_endpoint``
+``/``, ``/console/...`` (the web console's files)          nothing: the page holds no data
 ``/ws/v2/producer/{domain}/{tenant}/{ns}/{topic}``         produce on the namespace
 ``/ws/v2/consumer/.../{topic}/{subscription}``,            consume on the namespace (a
 ``/ws/v2/reader/...``                                      consumer: through its
@@ -67,6 +68,7 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http import console
 from pulsar_gateway.adapters.http.admin import permissions
 from pulsar_gateway.adapters.peer_certificate import certificate_role
 from pulsar_gateway.adapters.resource import SERVICES, fail, http_error
@@ -215,6 +217,8 @@ def requirement(
         The requirement; a path this function does not know needs a superuser.
     """
     path = raw_path.rstrip("/") or "/"
+    if console.is_console_path(path):
+        return Requirement(Access.OPEN)
     if path in _OPEN_PATHS:
         return Requirement(Access.AUTHENTICATED if authenticate_metrics else Access.OPEN)
     if path in _AUTHENTICATED_PATHS:

@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pulsar_gateway.adapters.http import console
 from pulsar_gateway.adapters.http.admin import (
     brokers,
     namespaces,
@@ -578,11 +579,14 @@ OPERATIONS.update(unavailable.DOCS)
 
 
 def served_operations(app: web.Application) -> list[tuple[str, str]]:
-    """Every (method, canonical path) the app serves (HEAD twins of GET left out)."""
+    """Every (method, canonical path) the app serves (HEAD twins of GET left out), the web
+    console's pages aside: they are not part of the API."""
     out = []
     for route in app.router.routes():
         resource = route.resource
-        if route.method == "HEAD" or resource is None:
+        if resource is None or route.method == "HEAD":
+            continue
+        if console.is_console_path(resource.canonical):
             continue
         out.append((route.method, resource.canonical))
     return out

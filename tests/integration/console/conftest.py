@@ -1,0 +1,118 @@
+"""Fixtures of the web console's tests: a real headless Chromium driven by Playwright.
+
+* ``browser`` (module): Debian's ``chromium`` (``./dev test`` installs it), launched by
+  Playwright with ``executable_path``: no browser download. Module-scoped, and these files
+  hold sync tests only: ``sync_playwright`` runs an event loop of its own while it is open,
+  which an ``async def`` test in the same module would collide with.
+* ``console`` (function): a fresh browser context and page on one gateway's console. Every
+  request the page makes to another origin is refused and recorded, and the test fails if
+  there was one (the console works offline), or if the page raised a JavaScript error. The
+  page's screenshot is saved as the test's artefact, in ``PGW_TEST_ARTIFACTS`` (default
+  ``build/test-artifacts``) ``/console/<test>.png``, pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Browser, Page, Route, sync_playwright
+
+from tests.conftest import ROOT, TIMEOUT
+
+ARTIFACTS = Path(os.environ.get("PGW_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts"))
+ARTIFACTS /= "console"
+#: Debian's chromium, headless, without the sandbox (the tests may run as root) and without
+#: background requests to Google's services
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-background-networking"]
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("no chromium on PATH: ./dev test installs Debian's chromium package")
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(), args=CHROMIUM_ARGS, timeout=TIMEOUT * 3000
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@dataclass
+class Console:
+    """One page on a gateway's console, with what it did that a test checks afterwards."""
+
+    page: Page
+    base_url: str
+    foreign_requests: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def open(self, hash_route: str = "#/fleet") -> Page:
+        self.page.goto(f"{self.base_url}/{hash_route}")
+        return self.page
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        target = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(target), full_page=True)
+        return target
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:150]
+
+
+@pytest.fixture
+def console_factory(
+    browser: Browser, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Console]]:
+    """``console_factory(base_url)``: a page on the console served at ``base_url``."""
+    opened: list[tuple[Any, Console]] = []
+
+    def factory(base_url: str, **context_options: Any) -> Console:
+        context = browser.new_context(viewport={"width": 1400, "height": 900}, **context_options)
+        context.set_default_timeout(TIMEOUT * 1000)
+        page = context.new_page()
+        console = Console(page, base_url.rstrip("/"))
+        origin = urlsplit(console.base_url).netloc
+
+        def guard(route: Route) -> None:
+            url = route.request.url
+            if urlsplit(url).scheme in ("http", "https", "ws", "wss") and (
+                urlsplit(url).netloc != origin
+            ):
+                console.foreign_requests.append(url)
+                route.abort()
+            else:
+                route.continue_()
+
+        context.route("**/*", guard)
+        page.on("pageerror", lambda exc: console.errors.append(str(exc)))
+        opened.append((context, console))
+        return console
+
+    yield factory
+    for index, (context, console) in enumerate(opened):
+        suffix = f"-{index}" if index else ""
+        try:
+            console.screenshot(_safe(request.node.name) + suffix)
+        finally:
+            context.close()
+    for _, console in opened:
+        assert console.foreign_requests == [], "the console fetched from another origin"
+        assert console.errors == [], "JavaScript errors on the page"
