@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, Route, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
 from tests.conftest import ROOT, TIMEOUT
 
@@ -41,8 +42,10 @@ def chromium_path() -> str:
     return found
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+@contextlib.contextmanager
+def launched_chromium() -> Iterator[Browser]:
+    """Debian's chromium, headless, for as long as the block runs (leaves no event loop
+    behind: a test that launches it itself may run asyncio code after)."""
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
             executable_path=chromium_path(), args=CHROMIUM_ARGS, timeout=TIMEOUT * 3000
@@ -53,10 +56,17 @@ def browser() -> Iterator[Browser]:
             launched.close()
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with launched_chromium() as launched:
+        yield launched
+
+
 @dataclass
 class Console:
     """One page on a gateway's console, with what it did that a test checks afterwards."""
 
+    context: BrowserContext
     page: Page
     base_url: str
     foreign_requests: list[str] = field(default_factory=list)
@@ -72,6 +82,37 @@ class Console:
         self.page.screenshot(path=str(target), full_page=True)
         return target
 
+    def close(self, name: str) -> None:
+        """Save the page's screenshot as ``name``, close it, then fail if the page raised a
+        JavaScript error or asked another origin for anything."""
+        try:
+            self.screenshot(_safe(name))
+        finally:
+            self.context.close()
+        assert self.foreign_requests == [], "the console fetched from another origin"
+        assert self.errors == [], "JavaScript errors on the page"
+
+
+def new_console(browser: Browser, base_url: str, **context_options: Any) -> Console:
+    """A fresh browser context and page on the console served at ``base_url``; requests to
+    any other origin are refused and recorded."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, **context_options)
+    context.set_default_timeout(TIMEOUT * 1000)
+    console = Console(context, context.new_page(), base_url.rstrip("/"))
+    origin = urlsplit(console.base_url).netloc
+
+    def guard(route: Route) -> None:
+        url = urlsplit(route.request.url)
+        if url.scheme in ("http", "https", "ws", "wss") and url.netloc != origin:
+            console.foreign_requests.append(route.request.url)
+            route.abort()
+        else:
+            route.continue_()
+
+    context.route("**/*", guard)
+    console.page.on("pageerror", lambda exc: console.errors.append(str(exc)))
+    return console
+
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:150]
@@ -81,38 +122,14 @@ def _safe(name: str) -> str:
 def console_factory(
     browser: Browser, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., Console]]:
-    """``console_factory(base_url)``: a page on the console served at ``base_url``."""
-    opened: list[tuple[Any, Console]] = []
+    """``console_factory(base_url)``: a page on the console served at ``base_url``, closed
+    (and checked) after the test."""
+    opened: list[Console] = []
 
     def factory(base_url: str, **context_options: Any) -> Console:
-        context = browser.new_context(viewport={"width": 1400, "height": 900}, **context_options)
-        context.set_default_timeout(TIMEOUT * 1000)
-        page = context.new_page()
-        console = Console(page, base_url.rstrip("/"))
-        origin = urlsplit(console.base_url).netloc
-
-        def guard(route: Route) -> None:
-            url = route.request.url
-            if urlsplit(url).scheme in ("http", "https", "ws", "wss") and (
-                urlsplit(url).netloc != origin
-            ):
-                console.foreign_requests.append(url)
-                route.abort()
-            else:
-                route.continue_()
-
-        context.route("**/*", guard)
-        page.on("pageerror", lambda exc: console.errors.append(str(exc)))
-        opened.append((context, console))
-        return console
+        opened.append(new_console(browser, base_url, **context_options))
+        return opened[-1]
 
     yield factory
-    for index, (context, console) in enumerate(opened):
-        suffix = f"-{index}" if index else ""
-        try:
-            console.screenshot(_safe(request.node.name) + suffix)
-        finally:
-            context.close()
-    for _, console in opened:
-        assert console.foreign_requests == [], "the console fetched from another origin"
-        assert console.errors == [], "JavaScript errors on the page"
+    for index, console in enumerate(opened):
+        console.close(request.node.name + (f"-{index}" if index else ""))
