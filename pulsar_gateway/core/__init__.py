@@ -27,7 +27,12 @@ from pulsar_gateway.core.admin.compaction import (
     EntryInspector,
     MessageKey,
 )
-from pulsar_gateway.core.admin.scheduled_messages import MAX_PAGE, ScheduledMessage
+from pulsar_gateway.core.admin.scheduled_messages import (
+    MAX_PAGE,
+    MAX_TIME_MS,
+    ScheduledMessage,
+    histogram_window,
+)
 from pulsar_gateway.core.admin.subscription_admin import CursorPosition
 from pulsar_gateway.core.consuming.consumer import (
     ConsumerHandle,
@@ -74,6 +79,7 @@ from pulsar_gateway.core.errors import (
     TopicNotFound,
     TopicTerminated,
 )
+from pulsar_gateway.core.fleet.membership import Member
 from pulsar_gateway.core.fleet.metrics import GatewayMetrics
 from pulsar_gateway.core.fleet.rates import ClientInfo
 from pulsar_gateway.core.gate import Gate
@@ -180,6 +186,7 @@ __all__ = [
     "MAX_PAGE",
     "MAX_PRODUCERS_POLICY",
     "MAX_SUBSCRIPTIONS_POLICY",
+    "MAX_TIME_MS",
     "MAX_UNACKED_PER_CONSUMER_POLICY",
     "MAX_UNACKED_PER_SUBSCRIPTION_POLICY",
     "PARTITION_SUFFIX",
@@ -227,6 +234,7 @@ __all__ = [
     "KeySharedPolicy",
     "LastMessageId",
     "Limits",
+    "Member",
     "MessageId",
     "MessageKey",
     "MessageNotFound",
@@ -275,6 +283,7 @@ __all__ = [
     "encode_version",
     "exceeds_retention",
     "format_time",
+    "histogram_window",
     "java_string_hash",
     "murmur3_32_hash",
     "parse_actions",

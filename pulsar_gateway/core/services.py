@@ -32,6 +32,7 @@ from pulsar_gateway.core.policies.policies import Policies
 from pulsar_gateway.core.policies.rate_limits import RateLimits
 from pulsar_gateway.core.producing.producer_service import ProducerService
 from pulsar_gateway.core.producing.publish_buffer import PublishBuffer
+from pulsar_gateway.core.storage.topology import RedisTopology
 from pulsar_gateway.core.topics.cluster import Cluster
 from pulsar_gateway.core.topics.partitioned_topics import PartitionedTopics
 from pulsar_gateway.core.topics.schema_registry import SchemaRegistry
@@ -95,6 +96,8 @@ class Services:
             out (``GET /admin/v2/brokers/configuration/runtime``).
         rate_limits: this gateway's publish, dispatch and subscribe rate limiters (the
             front ends pause producers on a topic's publish rate).
+        redis_topology: the fleet's Redis, its nodes and their memory (the fleet
+            overview); raises StorageError when Redis does not answer.
     """
 
     producers: ProducerService
@@ -124,3 +127,4 @@ class Services:
     backlog_quota_monitor: BacklogQuotaMonitor
     runtime_configuration: Mapping[str, str]
     rate_limits: RateLimits
+    redis_topology: Callable[[], Awaitable[RedisTopology]]

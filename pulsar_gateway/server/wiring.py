@@ -20,6 +20,7 @@ import contextlib
 import logging
 import secrets
 from dataclasses import dataclass
+from functools import partial
 
 from redis.asyncio import Redis
 
@@ -30,6 +31,7 @@ from pulsar_gateway.core.policies.delayed_delivery import DelayedDeliveryPolicy
 from pulsar_gateway.core.policies.retention import Lifecycle
 from pulsar_gateway.core.policies.topic_creation import AutoTopicCreation, TopicCreationRules
 from pulsar_gateway.core.services import Limits, Services
+from pulsar_gateway.core.storage.topology import redis_topology
 from pulsar_gateway.server.config import GatewayConfig
 from pulsar_gateway.server.runtime_configuration import runtime_configuration
 
@@ -232,7 +234,14 @@ def build(
 
     # the fleet: membership, rate reports, stats, metrics
     membership = fleet.Fleet(
-        lane, keys.gateways, gateway_id, lease_ms, info=keys.gateway_info, cluster=cluster
+        lane,
+        keys.gateways,
+        gateway_id,
+        lease_ms,
+        info=keys.gateway_info,
+        cluster=cluster,
+        stats=keys.gateway_stats,
+        stats_interval=config.stats_interval_seconds,
     )
     rates = fleet.RateReporter(
         lane,
@@ -242,6 +251,11 @@ def build(
         producers=producer_service.producers,
         consumers=subscription_service.consumers,
         interval=config.stats_interval_seconds,
+        # the front ends count their connections in the metrics gauge (binary server,
+        # WebSocket sessions)
+        connections=metrics.open_connections,
+        # the ports are bound after the core is built: the broker id is read at report time
+        broker_id=lambda: cluster.broker_id if cluster.advertised else None,
     )
     topic_stats = fleet.TopicStats(lane, topic_handles, partitioned, rates.interval)
     topic_metrics = fleet.TopicMetrics(
@@ -340,6 +354,7 @@ def build(
         backlog_quota_monitor=backlog_quota_monitor,
         runtime_configuration=runtime_configuration(config),
         rate_limits=rate_limits,
+        redis_topology=partial(redis_topology, lane),
     )
     return Core(
         gateway_id,

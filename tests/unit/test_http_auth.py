@@ -122,6 +122,17 @@ PUBLIC = ("public", "public/default")
         ("/admin/v2/tenants/acme", {}, Requirement(Access.SUPERUSER)),
         ("/admin/v2/clusters/standalone", {}, Requirement(Access.SUPERUSER)),
         ("/admin/v2/brokers/standalone", {}, Requirement(Access.SUPERUSER)),
+        ("/admin/v2/fleet", {}, Requirement(Access.SUPERUSER)),
+        (
+            "/admin/v2/persistent/acme/ns1/t/subscription/s/peek",
+            {"count": "5"},
+            Requirement(Access.TENANT_ADMIN, (("acme", ""),)),
+        ),
+        (
+            "/admin/v2/persistent/acme/ns1/t/subscription/s/scheduled/histogram",
+            {},
+            Requirement(Access.TENANT_ADMIN, (("acme", ""),)),
+        ),
         ("/admin/v3/namespaces/acme", {}, Requirement(Access.SUPERUSER)),
         ("/", {}, Requirement(Access.OPEN)),  # the web console's page
         ("/console/js/app.js", {}, Requirement(Access.OPEN)),

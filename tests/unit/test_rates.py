@@ -57,3 +57,32 @@ def test_idle_topics_are_dropped_and_topics_with_clients_kept() -> None:
     reporter._roll()
     reporter.reports()
     assert set(meters.topics) == {_Consumer.topic_name}
+
+
+def test_reports_name_the_gateway_and_the_summary_sums_every_topic() -> None:
+    meters = GatewayMeters()
+    consumer = _Consumer()
+    reporter = RateReporter(
+        cast(Any, None),
+        KeySchema(),
+        gateway_id="g",
+        meters=meters,
+        producers=list,
+        consumers=lambda: [consumer],
+        connections=lambda: 3,
+        broker_id=lambda: "10.0.0.5:8080",
+    )
+    meters.topic("persistent://public/default/a").rate_in.add(10, 1000)
+    meters.topic(_Consumer.topic_name).out("s").add(4, 400)
+    meters.topic(_Consumer.topic_name).out("t").add(6, 600)
+    reporter._roll()
+    reports = reporter.reports()
+    [entry] = reports[_Consumer.topic_name]["subscriptions"]["s"]["consumers"]
+    assert entry["gateway"] == "10.0.0.5:8080"
+    summary = reporter.summary(len(reports))
+    assert summary["connections"] == 3
+    assert (summary["producers"], summary["consumers"], summary["topics"]) == (0, 1, 2)
+    # rates over the roll's interval: positive, in and out, and in proportion to the bytes
+    assert summary["msgRateIn"] > 0 and summary["msgRateOut"] > 0
+    assert abs(summary["msgThroughputIn"] / summary["msgRateIn"] - 100) < 1
+    assert abs(summary["msgThroughputOut"] / summary["msgRateOut"] - 100) < 1

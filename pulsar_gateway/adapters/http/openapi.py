@@ -137,6 +137,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "ScheduledMessages": obj(
         total=INT,
+        inWindow=INT,
         offset=INT,
         messages={
             "type": "array",
@@ -152,6 +153,35 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
     ),
     "Reschedule": obj(deliverAt=INT, deliverAfterMs=INT),
+    "PeekedMessages": obj(
+        messages={
+            "type": "array",
+            "items": obj(
+                messageId=STR,
+                ledgerId=INT,
+                entryId=INT,
+                batchIndex=INT,
+                position=INT,
+                publishTime=INT,
+                eventTime=INT,
+                key={"type": "string", "nullable": True},
+                properties=STR_MAP,
+                producerName=STR,
+                sequenceId=INT,
+                payload={"type": "string", "format": "byte"},
+                size=INT,
+            ),
+        }
+    ),
+    "ScheduledHistogram": obj(
+        **{"from": INT},
+        to=INT,
+        bucketMs=INT,
+        counts={"type": "array", "items": INT},
+        before=INT,
+        after=INT,
+        total=INT,
+    ),
     "LongRunningProcessStatus": obj(status=STR, lastError=STR),
     "TopicList": {"type": "array", "items": STR},
     "NameList": {"type": "array", "items": STR},
@@ -268,9 +298,17 @@ OPERATIONS: dict[tuple[str, str], Doc] = {
     ),
     ("GET", f"{_SUBSCRIPTION}/scheduled"): Doc(
         _SUBSCRIPTIONS,
-        "List the subscription's scheduled (delayed) messages, earliest first",
+        "List the subscription's scheduled (delayed) messages, earliest first, optionally "
+        "those due in [from, to) (ms since the epoch)",
         response="ScheduledMessages",
-        query=(("offset", "integer"), ("limit", "integer")),
+        query=(("from", "integer"), ("to", "integer"), ("offset", "integer"), ("limit", "integer")),
+    ),
+    ("GET", f"{_SUBSCRIPTION}/scheduled/histogram"): Doc(
+        _SUBSCRIPTIONS,
+        "How many scheduled messages are due in each of `buckets` equal buckets from `from` "
+        "(default now) to `to` (default an hour later)",
+        response="ScheduledHistogram",
+        query=(("from", "integer"), ("to", "integer"), ("buckets", "integer")),
     ),
     ("DELETE", f"{_SUBSCRIPTION}/scheduled/{{message_id}}"): Doc(
         _SUBSCRIPTIONS, "Cancel a scheduled message on this subscription", ok=204
@@ -548,6 +586,13 @@ OPERATIONS.update(
             "Peek the n-th entry of the backlog (X-Pulsar-* headers)",
             response=_ENTRY,
             content_type=_OCTETS,
+        ),
+        ("GET", f"{_SUBSCRIPTION}/peek"): Doc(
+            _SUBSCRIPTIONS,
+            "The first `count` entries of the backlog (1..100, default 10) as JSON, batches "
+            "split into their messages",
+            response="PeekedMessages",
+            query=(("count", "integer"),),
         ),
         ("GET", f"{TOPIC}/ledger/{{ledger}}/entry/{{entry}}"): Doc(
             _TOPICS, "A message by id (X-Pulsar-* headers)", response=_ENTRY, content_type=_OCTETS

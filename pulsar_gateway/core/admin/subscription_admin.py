@@ -500,6 +500,38 @@ class SubscriptionAdmin:
             raise MessageNotFound("Message not found")
         return reply.entry
 
+    async def peek_many(self, topic: TopicName, subscription: str, count: int) -> list[StoredEntry]:
+        """The first ``count`` entries of the subscription's backlog (fewer when it is
+        shorter), as :meth:`peek` at positions 1 to ``count`` would give them: one
+        ``subscription_peek.lua`` call each, queued together so they share a pipeline.
+
+        Raises:
+            NotAllowed: a partitioned or non-persistent topic (405).
+            SubscriptionNotFound / TopicNotFound.
+        """
+        handle = await self._single(topic, "Peek messages")
+        keys = handle.keys.subscription(subscription)
+        replies = await asyncio.gather(
+            *(
+                cursors.subscription_peek(
+                    self._lane,
+                    keys,
+                    subscription=subscription,
+                    position=position,
+                    partition=handle.partition,
+                )
+                for position in range(1, count + 1)
+            )
+        )
+        out = []
+        for reply in replies:
+            if reply.status is PeekStatus.NOT_FOUND:
+                raise await self._not_found(topic, subscription)
+            if reply.entry is None:
+                break  # the backlog ends here
+            out.append(reply.entry)
+        return out
+
     async def entry(self, topic: TopicName, ledger_id: int, entry_id: int) -> StoredEntry:
         """The entry ``ledger_id:entry_id`` of the topic (Pulsar getMessageById).
 

@@ -17,17 +17,26 @@ ports are bound also writes what it advertises, and when it started, into the
 (a gateway that crashed never said goodbye). The fleet's "leader" (``GET
 /admin/v2/brokers/leaderBroker``) is its oldest live member: every gateway reads the same
 start times, so they agree without an election.
+
+Each gateway's rate reporter also writes a summary of itself (clients, topics, rates) into
+the ``gateways:stats`` hash (``fleet/rates.py``); a reader attaches a member's summary while
+it is fresh (written within three report intervals) and drops those of gateways no longer
+live, as it does their descriptions: the hash is the fleet's and cannot expire field by field
+(Redis 7.0 has no hash field TTL).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import mmh3
 
+from pulsar_gateway.core.fleet.rates import REPORT_INTERVAL, fresh_reports
 from pulsar_gateway.core.periodic import Periodic
 from pulsar_gateway.core.storage import fleet_store
 from pulsar_gateway.core.storage.lane import Lane
@@ -47,6 +56,9 @@ class Member:
         service_url, service_url_tls: its ``http://`` (and ``https://``) admin URL.
         broker_service_url, broker_service_url_tls: its ``pulsar://`` (``pulsar+ssl://``) URL.
         started: when it started (ms since the epoch, its own clock).
+        summary: its last fresh summary (``fleet/rates.py``: ``connections``,
+            ``producers``, ``consumers``, ``topics``, rates and throughputs, ``t`` the
+            report time in ms), None when it has written none lately.
     """
 
     gateway_id: str
@@ -56,10 +68,14 @@ class Member:
     broker_service_url: str
     broker_service_url_tls: str | None
     started: int
+    summary: Mapping[str, Any] | None = None
 
     @classmethod
-    def from_json(cls, gateway_id: str, text: str) -> Member | None:
-        """The member an info entry describes; None for an entry it cannot read."""
+    def from_json(
+        cls, gateway_id: str, text: str, summary: Mapping[str, Any] | None = None
+    ) -> Member | None:
+        """The member an info entry describes (with its ``summary``); None for an entry it
+        cannot read."""
         try:
             data = json.loads(text)
             return cls(
@@ -70,6 +86,7 @@ class Member:
                 str(data["brokerServiceUrl"]),
                 data.get("brokerServiceUrlTls"),
                 int(data["started"]),
+                summary,
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -89,6 +106,8 @@ class Fleet:
             (this gateway's advertised URLs); without them nothing is described.
         gateway_id: this gateway.
         lease_ms: the membership lease, renewed every third of it (as a consumer's).
+        stats: the members' summaries (:meth:`KeySchema.gateway_stats`), written every
+            ``stats_interval`` seconds by each member's rate reporter; None: not read.
     """
 
     def __init__(
@@ -99,9 +118,13 @@ class Fleet:
         lease_ms: int,
         info: str | None = None,
         cluster: Cluster | None = None,
+        stats: str | None = None,
+        stats_interval: float = REPORT_INTERVAL,
     ) -> None:
         self._lane = lane
         self._gateways = gateways
+        self._stats = stats
+        self._stats_interval = stats_interval
         #: the ``gateways:info`` hash and what this gateway advertises (None: not written)
         self._info = info
         self._cluster = cluster
@@ -142,20 +165,35 @@ class Fleet:
 
     async def described_members(self) -> list[Member]:
         """The live members that described themselves, oldest first (ties by id): the
-        first is the fleet's leader. Entries of gateways no longer live are removed."""
+        first is the fleet's leader; each with its summary while fresh. Descriptions and
+        summaries of gateways no longer live are removed."""
         members = set(await self.heartbeat())
         if self._info is None:
             return []
-        described = await fleet_store.gateway_descriptions(self._lane, self._info)
+        stats = self._stats
+        if stats is None:
+            described = await fleet_store.gateway_descriptions(self._lane, self._info)
+            summaries: dict[str, str] = {}
+        else:
+            described, summaries = await asyncio.gather(
+                fleet_store.gateway_descriptions(self._lane, self._info),
+                fleet_store.gateway_summaries(self._lane, stats),
+            )
         out, gone = [], []
         for gateway_id, description in described.items():
-            member = Member.from_json(gateway_id, description)
             if gateway_id not in members:
                 gone.append(gateway_id)
-            elif member is not None:
+                continue
+            fresh = fresh_reports([summaries.get(gateway_id, "")], self._stats_interval)
+            member = Member.from_json(gateway_id, description, fresh[0] if fresh else None)
+            if member is not None:
                 out.append(member)
-        if gone:
-            await fleet_store.forget_gateways(self._lane, self._info, gone)
+        forget = [fleet_store.forget_gateways(self._lane, self._info, gone)] if gone else []
+        stale = [gateway_id for gateway_id in summaries if gateway_id not in members]
+        if stats is not None and stale:
+            forget.append(fleet_store.forget_gateways(self._lane, stats, stale))
+        if forget:
+            await asyncio.gather(*forget)
         return sorted(out, key=lambda member: (member.started, member.gateway_id))
 
     async def leave(self) -> None:

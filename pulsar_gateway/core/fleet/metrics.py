@@ -103,6 +103,18 @@ class GatewayMetrics:
         self.fixed_delay_overridden: Tally[tuple[str, str]] = Tally()
         r.register(_HotCounters(self))
 
+    def open_connections(self) -> int:
+        """This gateway's open client connections, binary and WebSocket (the
+        ``pulsar_gateway_connections`` gauge summed over protocols)."""
+        return int(
+            sum(
+                sample.value
+                for family in self.connections.collect()
+                for sample in family.samples
+                if sample.name == "pulsar_gateway_connections"
+            )
+        )
+
     def count_storage_errors(self, kind: str, count: int) -> None:
         """Count commands the storage lane failed (``Lane.on_error``)."""
         self.storage_errors.labels(kind).inc(count)

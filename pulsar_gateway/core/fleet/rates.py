@@ -13,6 +13,15 @@ Counters (``msgInCounter``, ``msgOutCounter``, ...) are kept per topic and subsc
 each gateway from its start; a report carries them, so the fleet's counters are the sum
 over live gateways (a gateway that stops takes its share with it, as a restarted Pulsar
 broker does).
+
+Each producer and consumer in a report names the gateway its client is connected to
+(``"gateway"``: its broker id, ``host:httpPort``), which Pulsar's stats need not say (there
+the topic's owner is the one broker its clients connect to). With the per-topic reports a
+gateway also writes a summary of itself into the fleet's ``gateways:stats`` hash (client
+connections, producers, consumers, topics served, rates and throughputs summed over its
+topics), which the admin API's fleet overview lists by gateway, as Pulsar's
+``LoadManagerReport`` tells a broker's own figures (``LocalBrokerData``: ``numProducers``,
+``numConsumers``, ``msgRateIn``, ...).
 """
 
 from __future__ import annotations
@@ -169,7 +178,7 @@ def _round(value: float) -> float:
     return round(value, 3)
 
 
-def _producer_report(producer: ReportedProducer) -> dict[str, Any]:
+def _producer_report(producer: ReportedProducer, gateway: str | None) -> dict[str, Any]:
     meter = producer.meter
     return {
         "producerName": producer.name,
@@ -181,10 +190,11 @@ def _producer_report(producer: ReportedProducer) -> dict[str, Any]:
         "address": producer.client.address,
         "clientVersion": producer.client.version,
         "connectedSince": producer.client.connected_since,
+        "gateway": gateway,
     }
 
 
-def _consumer_report(consumer: ReportedConsumer) -> dict[str, Any]:
+def _consumer_report(consumer: ReportedConsumer, gateway: str | None) -> dict[str, Any]:
     meter = consumer.meter
     return {
         "consumerName": consumer.name,
@@ -200,11 +210,13 @@ def _consumer_report(consumer: ReportedConsumer) -> dict[str, Any]:
         "address": consumer.client.address,
         "clientVersion": consumer.client.version,
         "connectedSince": consumer.client.connected_since,
+        "gateway": gateway,
     }
 
 
 class RateReporter:
-    """Rolls this gateway's meters and writes its per-topic reports to Redis."""
+    """Rolls this gateway's meters and writes its per-topic reports, and its summary, to
+    Redis."""
 
     def __init__(
         self,
@@ -216,14 +228,20 @@ class RateReporter:
         producers: Callable[[], Iterable[ReportedProducer]],
         consumers: Callable[[], Iterable[ReportedConsumer]],
         interval: float = REPORT_INTERVAL,
+        connections: Callable[[], int] | None = None,
+        broker_id: Callable[[], str | None] | None = None,
     ) -> None:
-        """``producers`` and ``consumers`` list this gateway's clients at report time."""
+        """``producers`` and ``consumers`` list this gateway's clients at report time;
+        ``connections`` counts its open client connections (binary and WebSocket) and
+        ``broker_id`` names it (``host:httpPort``, None before its ports are bound)."""
         self._lane = lane
         self._keys = keys
         self._gateway_id = gateway_id
         self._meters = meters
         self._producers = producers
         self._consumers = consumers
+        self._connections = connections
+        self._broker_id = broker_id
         self.interval = interval
         self._last_roll = time.monotonic()
         self._reports = Periodic("rate reports", interval, self.report)
@@ -274,12 +292,15 @@ class RateReporter:
                 }
             return entry
 
+        gateway = self._broker_id() if self._broker_id is not None else None
         for producer in self._producers():
-            report(producer.topic_name)["publishers"].append(_producer_report(producer))
+            entry = _producer_report(producer, gateway)
+            report(producer.topic_name)["publishers"].append(entry)
         for consumer in self._consumers():
             # every consumer's subscription has a meter (made when it subscribed)
             subs = report(consumer.topic_name)["subscriptions"]
-            subs[consumer.subscription_name]["consumers"].append(_consumer_report(consumer))
+            entry = _consumer_report(consumer, gateway)
+            subs[consumer.subscription_name]["consumers"].append(entry)
         for topic, meters in list(self._meters.topics.items()):
             if topic in out:
                 continue
@@ -295,27 +316,58 @@ class RateReporter:
             self._meters.topic(topic).idle_reports = 0
         return out
 
+    def summary(self, topics: int) -> dict[str, Any]:
+        """This gateway's own figures: its clients, the ``topics`` it reports, and its
+        rates and throughputs summed over every topic it meters (as
+        ``LocalBrokerData.updateLocalBrokerData`` sums a broker's bundles)."""
+        rate_in = throughput_in = rate_out = throughput_out = 0.0
+        for meters in self._meters.topics.values():
+            rate_in += meters.rate_in.rate
+            throughput_in += meters.rate_in.throughput
+            for meter in meters.rate_out.values():
+                rate_out += meter.rate
+                throughput_out += meter.throughput
+        return {
+            "connections": self._connections() if self._connections is not None else 0,
+            "producers": sum(1 for _ in self._producers()),
+            "consumers": sum(1 for _ in self._consumers()),
+            "topics": topics,
+            "msgRateIn": _round(rate_in),
+            "msgRateOut": _round(rate_out),
+            "msgThroughputIn": _round(throughput_in),
+            "msgThroughputOut": _round(throughput_out),
+        }
+
     async def report(self) -> None:
-        """Roll the meters and write this gateway's reports (pipelined)."""
+        """Roll the meters and write this gateway's reports and summary (pipelined)."""
         self._roll()
         ttl_ms = int(self.interval * STALE_INTERVALS * 1000)
         stamp = int(time.time() * 1000)
         calls = []
-        for topic, entry in self.reports().items():
+        reports = self.reports()
+        for topic, entry in reports.items():
             entry["t"] = stamp
             keys = self._keys.topic(topic)
             report = json.dumps(entry)
             calls.append(fleet_store.write_rate_report(self._lane, keys, self._gateway_id, report))
             calls.append(fleet_store.expire_rate_report(self._lane, keys, ttl_ms))
-        if calls:
-            await asyncio.gather(*calls)
+        summary = json.dumps(self.summary(len(reports)) | {"t": stamp})
+        calls.append(
+            fleet_store.write_gateway_summary(
+                self._lane, self._keys.gateway_stats, self._gateway_id, summary
+            )
+        )
+        await asyncio.gather(*calls)
 
     async def withdraw(self) -> None:
-        """Remove this gateway's reports (at shutdown)."""
+        """Remove this gateway's reports and summary (at shutdown)."""
         calls = [
             fleet_store.withdraw_rate_report(self._lane, self._keys.topic(t), self._gateway_id)
             for t in self._meters.topics
         ]
+        calls.append(
+            fleet_store.forget_gateways(self._lane, self._keys.gateway_stats, [self._gateway_id])
+        )
         with contextlib.suppress(GatewayError):
             await asyncio.gather(*calls)
 

@@ -10,7 +10,10 @@ function of the script's answer, so any gateway asked gives the same figures.
 What differs from Pulsar, by construction: ``msgBacklog`` counts entries (as Pulsar's
 does: a client batch is one entry); ``unackedMessages`` counts entries held by consumers;
 ``backlogSize`` is estimated as the stream's memory times the share of its entries in the
-backlog; counters are the sum over live gateways since they started.
+backlog; counters are the sum over live gateways since they started. Beyond Pulsar, each
+publisher and consumer names the gateway its client is connected to (``"gateway"``, a broker
+id ``host:httpPort``, null until that gateway has reported it): in a fleet a topic's clients
+may be spread over every gateway.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ def _consumer(redis_side: dict[str, Any], report: dict[str, Any] | None) -> dict
         "clientVersion": report.get("clientVersion", ""),
         "connectedSince": report.get("connectedSince", ""),
         "metadata": {},
+        # beyond Pulsar: the broker id of the gateway the consumer is connected to (None
+        # until that gateway reports it)
+        "gateway": report.get("gateway"),
     }
 
 
@@ -96,7 +102,7 @@ def _sum_reports(data: dict[str, Any], reports: list[dict[str, Any]]) -> _Report
     for name in _list(data.get("producers")):
         if name not in reported:  # registered, its gateway has not reported yet
             summed.publishers.append(
-                {"producerName": name, "msgRateIn": 0.0, "msgThroughputIn": 0.0}
+                {"producerName": name, "msgRateIn": 0.0, "msgThroughputIn": 0.0, "gateway": None}
             )
     return summed
 

@@ -245,6 +245,11 @@ class ClusterLane(Lane):
         lost)."""
         return [self._nodes[address].redis for address in self._masters]
 
+    def master_clients(self) -> dict[tuple[str, int], Redis]:
+        """A client of every master serving slots, by its address in the slot map (the
+        fleet overview reads each one's ``INFO``, :mod:`.topology`)."""
+        return {address: self._nodes[address].redis for address in self._masters}
+
     # -- submitting -------------------------------------------------------------------
 
     def _slot(self, key: Any) -> int:

@@ -1,6 +1,7 @@
 """Typed commands of the fleet's shared state: the gateways' descriptions (the
 ``gateways:info`` hash, :meth:`.keys.KeySchema.gateway_info`), the rate reports each gateway
-writes per topic (:attr:`.keys.TopicKeys.gateway_stats`), the unload announcements
+writes per topic (:attr:`.keys.TopicKeys.gateway_stats`) and about itself (the
+``gateways:stats`` hash, :attr:`.keys.KeySchema.gateway_stats`), the unload announcements
 (:attr:`.keys.KeySchema.unloads`) and Redis's clock. Each function queues one command and
 returns the lane's future (:mod:`.commands`).
 """
@@ -23,9 +24,11 @@ __all__ = [
     "expire_rate_report",
     "forget_gateways",
     "gateway_descriptions",
+    "gateway_summaries",
     "newest_unload",
     "unloads_after",
     "withdraw_rate_report",
+    "write_gateway_summary",
     "write_rate_report",
 ]
 
@@ -53,8 +56,26 @@ def gateway_descriptions(lane: CommandLane, info: str) -> asyncio.Future[dict[st
 def forget_gateways(
     lane: CommandLane, info: str, gateway_ids: Sequence[str]
 ) -> asyncio.Future[Any]:
-    """Remove the descriptions of ``gateway_ids`` from hash ``info`` (``HDEL``)."""
+    """Remove the entries of ``gateway_ids`` from hash ``info`` (``HDEL``): their
+    descriptions, or their summaries."""
     return lane.call("HDEL", info, *gateway_ids)
+
+
+# -- gateway summaries -------------------------------------------------------------------
+
+
+def write_gateway_summary(
+    lane: CommandLane, stats: str, gateway_id: str, summary: str
+) -> asyncio.Future[Any]:
+    """Store ``gateway_id``'s summary JSON in hash ``stats`` (``HSET``). The hash is the
+    fleet's, so it has no expiry: readers skip stale summaries and drop those of gateways
+    no longer live (Redis 7.0 has no per-field TTL: ``HPEXPIRE`` came with 7.4)."""
+    return lane.call("HSET", stats, gateway_id, summary)
+
+
+def gateway_summaries(lane: CommandLane, stats: str) -> asyncio.Future[dict[str, str]]:
+    """Every gateway's summary JSON in hash ``stats`` (``HGETALL``)."""
+    return lane.call("HGETALL", stats, decode=_descriptions)
 
 
 # -- rate reports ------------------------------------------------------------------------

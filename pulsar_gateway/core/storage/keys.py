@@ -422,6 +422,17 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
         "bound; ``HDEL`` on leave and of gateways whose lease expired)",
         "KeySchema.gateway_info",
     ),
+    KeySpec(
+        "P:gateways:stats",
+        "hash",
+        "gateway id -> JSON summary of that gateway (client connections, producers, "
+        "consumers, topics served, message rates and throughputs in and out, report time "
+        '``"t"`` in ms): the admin API\'s fleet overview',
+        "every gateway's rate reporter (``fleet/rates.py``, ``HSET`` with every report; "
+        "``HDEL`` at shutdown); ``fleet/membership.py`` drops the entries of gateways whose "
+        "lease expired",
+        "KeySchema.gateway_stats",
+    ),
 )
 
 
@@ -658,3 +669,7 @@ class KeySchema:
     @property
     def gateway_info(self) -> str:
         return f"{self.prefix}:gateways:info"
+
+    @property
+    def gateway_stats(self) -> str:
+        return f"{self.prefix}:gateways:stats"

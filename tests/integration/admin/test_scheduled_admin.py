@@ -135,12 +135,18 @@ def test_list_without_consumer_in_deliver_at_order(gateway, client, topic, redis
     # Paging: offset and limit over the same order; total is the whole count.
     assert listing(gateway, topic, "s", "?offset=1&limit=2") == {
         "total": 4,
+        "inWindow": 4,
         "offset": 1,
         "messages": expected[1:3],
     }
     assert listing(gateway, topic, "s", "?offset=3&limit=10")["messages"] == expected[3:]
     assert listing(gateway, topic, "s", "?limit=1")["messages"] == expected[:1]
-    assert listing(gateway, topic, "s", "?offset=4") == {"total": 4, "offset": 4, "messages": []}
+    assert listing(gateway, topic, "s", "?offset=4") == {
+        "total": 4,
+        "inWindow": 4,
+        "offset": 4,
+        "messages": [],
+    }
     assert listing(gateway, topic, "s", "?offset=0&limit=1000")["messages"] == expected
 
 
@@ -166,7 +172,12 @@ def test_listing_is_per_subscription_and_empties_as_messages_are_delivered(gatew
     assert received_at >= due - CLOCK_SLACK_MS
     # Delivered (and acknowledged) on "live": no longer scheduled there; still due on "idle"
     # until a consumer reads it, since the idle subscription's cursor has not moved.
-    assert listing(gateway, topic, "live") == {"total": 0, "offset": 0, "messages": []}
+    assert listing(gateway, topic, "live") == {
+        "total": 0,
+        "inWindow": 0,
+        "offset": 0,
+        "messages": [],
+    }
     assert listing(gateway, topic, "idle")["total"] == 1
 
 
@@ -175,13 +186,143 @@ def test_list_unknown_subscription_and_bad_paging(gateway, client, topic):
     assert status == 404
     assert body["reason"]
     create_subscription(client, topic, "s")
-    assert listing(gateway, topic, "s") == {"total": 0, "offset": 0, "messages": []}
+    assert listing(gateway, topic, "s") == {
+        "total": 0,
+        "inWindow": 0,
+        "offset": 0,
+        "messages": [],
+    }
     for query in ("?limit=0", "?limit=1001", "?limit=-3", "?limit=ten", "?offset=-1", "?offset=x"):
         status, body = admin("GET", scheduled_url(gateway, topic, "s") + query)
         assert status == 400, query
         assert body["reason"], query
     # The gateway keeps serving.
     assert listing(gateway, topic, "s", "?limit=1000")["total"] == 0
+
+
+# -- windows and histograms -------------------------------------------------------------------
+
+
+def histogram(gw: GatewayThread, topic: str, sub: str, query: str = "") -> tuple[int, Any]:
+    return admin("GET", f"{scheduled_url(gw, topic, sub)}/histogram{query}")
+
+
+def schedule_at(client: Any, topic: str, offsets: list[int]) -> tuple[int, list[Any]]:
+    """A Shared subscription "s" and one message due at ``base + offset`` for each offset
+    (``base`` minutes ahead); returns ``base`` and the message ids."""
+    create_subscription(client, topic, "s")
+    producer = client.create_producer(topic)
+    base = now_ms() + FAR_MS
+    return base, [producer.send(b"x", deliver_at=base + offset) for offset in offsets]
+
+
+def test_list_a_window_of_deliver_at_times(gateway, client, topic):
+    base, mids = schedule_at(client, topic, [0, 1000, 2000, 3000, 4000])
+    page = listing(gateway, topic, "s", f"?from={base + 1000}&to={base + 3000}")
+    # inclusive from, exclusive to
+    assert [m["messageId"] for m in page["messages"]] == [mid_path(m) for m in mids[1:3]]
+    assert (page["total"], page["inWindow"], page["offset"]) == (5, 2, 0)
+    # paging within the window
+    page = listing(gateway, topic, "s", f"?from={base + 1000}&limit=2&offset=1")
+    assert [m["messageId"] for m in page["messages"]] == [mid_path(m) for m in mids[2:4]]
+    assert (page["total"], page["inWindow"]) == (5, 4)
+    page = listing(gateway, topic, "s", f"?to={base + 1}")
+    assert [m["messageId"] for m in page["messages"]] == [mid_path(mids[0])]
+    assert page["inWindow"] == 1
+    # an empty window (from == to) is no error
+    page = listing(gateway, topic, "s", f"?from={base}&to={base}")
+    assert (page["total"], page["inWindow"], page["messages"]) == (5, 0, [])
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["?from=abc", "?to=1.5", "?from=10&to=9", "?from=-1", f"?to={2**63}", "?from=1e3", "?to="],
+)
+def test_list_window_bad_values_are_400(gateway, client, topic, query):
+    create_subscription(client, topic, "s")
+    status, body = admin("GET", scheduled_url(gateway, topic, "s") + query)
+    assert status == 400, (query, body)
+    assert isinstance(body, dict) and body["reason"]
+
+
+def test_histogram_counts_by_bucket(gateway, client, topic):
+    # due at base + 0, 0.5 s, 1 s, 2.5 s, 9 s and 11 s; plus one before the window
+    base, _ = schedule_at(client, topic, [-5000, 0, 500, 1000, 2500, 9000, 11_000])
+    status, body = histogram(gateway, topic, "s", f"?from={base}&to={base + 10_000}&buckets=4")
+    assert status == 200, body
+    assert body == {
+        "from": base,
+        "to": base + 10_000,
+        "bucketMs": 2500,
+        "counts": [3, 1, 0, 1],  # [0, 2.5 s), [2.5, 5), [5, 7.5), [7.5, 10)
+        "before": 1,
+        "after": 1,
+        "total": 7,
+    }
+    # the buckets may end after `to`: ceil(10_000 / 3) ms each; `to` is their end
+    status, body = histogram(gateway, topic, "s", f"?from={base}&to={base + 10_000}&buckets=3")
+    assert status == 200, body
+    assert (body["bucketMs"], body["to"]) == (3334, base + 10_002)
+    assert body["counts"] == [4, 0, 1] and (body["before"], body["after"]) == (1, 1)
+    assert body["before"] + sum(body["counts"]) + body["after"] == body["total"]
+
+
+def test_histogram_defaults_now_an_hour_and_60_buckets(gateway, client, topic):
+    create_subscription(client, topic, "s")
+    producer = client.create_producer(topic)
+    producer.send(b"x", deliver_at=now_ms() + FAR_MS)  # two minutes ahead
+    producer.send(b"x", deliver_at=now_ms() + 2 * 3_600_000)  # after the hour
+    before = now_ms()
+    status, body = histogram(gateway, topic, "s")
+    assert status == 200, body
+    assert before - CLOCK_SLACK_MS <= body["from"] <= now_ms() + CLOCK_SLACK_MS
+    assert body["bucketMs"] == 60_000 and body["to"] == body["from"] + 3_600_000
+    assert len(body["counts"]) == 60 and sum(body["counts"]) == 1
+    assert (body["before"], body["after"], body["total"]) == (0, 1, 2)
+    # `to` alone: from now; `from` alone: an hour from it
+    status, body = histogram(gateway, topic, "s", f"?from={before}&buckets=1")
+    assert status == 200 and body["counts"] == [1] and body["to"] == before + 3_600_000
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "?from=100&to=100",
+        "?from=200&to=100",
+        "?from=0&to=400000000000",  # over ten years
+        "?buckets=0",
+        "?buckets=501",
+        "?buckets=x",
+        "?from=abc",
+        "?to=1.5",
+        "?from=-5&to=10",
+        f"?from=0&to={2**63}",
+        "?buckets=" + "9" * 5000,
+    ],
+)
+def test_histogram_bad_parameters_are_400(gateway, client, topic, query):
+    create_subscription(client, topic, "s")
+    status, body = histogram(gateway, topic, "s", query)
+    assert status == 400, (query, body)
+    assert isinstance(body, dict) and body["reason"]
+
+
+def test_histogram_errors_and_the_path_is_no_message_id(gateway, client, topic):
+    status, body = histogram(gateway, topic, "missing")
+    assert status == 404 and body["reason"]
+    create_subscription(client, topic, "s")
+    status, body = histogram(gateway, topic, "s", "?buckets=500")
+    assert status == 200 and len(body["counts"]) == 500 and body["total"] == 0
+    # "histogram" is not a ledgerId:entryId for the cancel and reschedule routes
+    url = f"{scheduled_url(gateway, topic, 's')}/histogram"
+    assert admin("DELETE", url)[0] == 400
+    assert admin("POST", url, {"deliverAt": 1})[0] == 400
+    status, body = admin(
+        "GET",
+        f"{gateway.http_url}/admin/v2/non-persistent/public/default/{topic}"
+        "/subscription/s/scheduled/histogram",
+    )
+    assert status in (404, 405) and body["reason"]
 
 
 # -- cancel ---------------------------------------------------------------------------------

@@ -139,6 +139,32 @@ def test_rates_and_clients_of_every_gateway_appear_on_each(
     assert stats["bytesOutCounter"] >= 20 * 100
 
 
+def test_each_client_names_the_gateway_it_is_connected_to(
+    gateway_factory: Callable[..., GatewayThread],
+    client_factory: Callable[..., Any],
+    topic: str,
+) -> None:
+    producing = gateway_factory(stats_interval_seconds=INTERVAL)
+    consuming = gateway_factory(stats_interval_seconds=INTERVAL)
+    client_factory(consuming.url).subscribe(topic, "s", consumer_name="c-on-b")
+    client_factory(producing.url).create_producer(topic, producer_name="p-on-a")
+
+    def reported(gw: GatewayThread) -> Any:
+        stats = _stats(gw, topic)
+        consumers = stats["subscriptions"].get("s", {}).get("consumers", [])
+        publishers = stats["publishers"]
+        if publishers and publishers[0].get("gateway") and consumers and consumers[0]["gateway"]:
+            return stats
+        return None
+
+    for gw in (producing, consuming):
+        stats = wait_for(partial(reported, gw))
+        # the broker id, host:httpPort, of the gateway each client is connected to
+        assert stats["publishers"][0]["gateway"] == f"127.0.0.1:{producing.gateway.http_port}"
+        [consumer] = stats["subscriptions"]["s"]["consumers"]
+        assert consumer["gateway"] == f"127.0.0.1:{consuming.gateway.http_port}"
+
+
 def test_a_stopped_gateway_report_goes_stale(
     gateway_factory: Callable[..., GatewayThread],
     client_factory: Callable[..., Any],

@@ -31,6 +31,21 @@ Paths and answers::
     GET  /admin/v2/clusters/{cluster}/namespaceIsolationPolicies              {}
     GET  .../namespaceIsolationPolicies/brokers[/{broker}]      brokers, no policy attached
     GET, DELETE .../namespaceIsolationPolicies/{policyName}     404: none exist
+    GET  /admin/v2/fleet                        the fleet overview (beyond Pulsar, below)
+
+The fleet overview (``GET /admin/v2/fleet``, superuser only, as every path here) is what an
+operator's console shows of the whole fleet in one call: ``{"cluster", "gateways",
+"redis"}``. ``gateways`` lists the live gateways, oldest first, each as it describes itself
+(``gatewayId``, ``brokerId``, ``serviceUrl``, ``brokerServiceUrl``, ``started`` ms) with its
+last summary (``reportedAt`` ms, null when it has written none within three stats intervals;
+``connections``, ``producers``, ``consumers``, ``topics``, ``msgRateIn``, ``msgRateOut``,
+``msgThroughputIn``, ``msgThroughputOut``, 0 without a summary): its own figures, where
+Pulsar's ``broker-stats/load-report`` tells only the broker asked. ``redis`` is the Redis
+they share (``core/storage/topology.py``): ``mode`` ``standalone`` or ``cluster``,
+``version``, ``usedMemory`` (bytes, summed over the masters), ``maxMemory`` (summed, 0 when
+a master has no limit) and ``nodes`` (``id``, ``address``, ``role`` master or replica,
+``master``, ``slots``, ``usedMemory``, ``maxMemory``, ``connectedClients``, ``linkState``;
+the figures null for a node not asked: replicas, an unreachable master).
 
 The writes that would make failure domains or isolation policies exist answer 501 from
 ``unavailable.py``: they place namespaces on brokers, and every gateway serves every
@@ -53,11 +68,12 @@ from aiohttp import web
 from pulsar_gateway.adapters.http.admin.tenants import FULL_BUNDLE
 from pulsar_gateway.adapters.http.described import BOOL, INT, NUM, STR, STR_MAP, Doc, obj
 from pulsar_gateway.adapters.resource import SERVICES, Body, fail, handler, read_json
-from pulsar_gateway.core import Services, parse_topic_name
+from pulsar_gateway.core import Member, Services, parse_topic_name
 
 __all__ = ["DOCS", "VERSION", "add_routes"]
 
 _BROKERS = "/admin/v2/brokers"
+_FLEET = "/admin/v2/fleet"
 _STATS = "/admin/v2/broker-stats"
 _CLUSTER = "/admin/v2/clusters/{cluster}"
 
@@ -266,6 +282,46 @@ async def load_report(services: Services, request: web.Request) -> dict[str, Any
     }
 
 
+# -- the fleet overview -----------------------------------------------------------------------
+
+#: A gateway's summary figures (``core/fleet/rates.py`` ``RateReporter.summary``) and their
+#: value without a fresh summary.
+_SUMMARY_FIGURES = (
+    ("connections", 0),
+    ("producers", 0),
+    ("consumers", 0),
+    ("topics", 0),
+    ("msgRateIn", 0.0),
+    ("msgRateOut", 0.0),
+    ("msgThroughputIn", 0.0),
+    ("msgThroughputOut", 0.0),
+)
+
+
+def _gateway(member: Member) -> dict[str, Any]:
+    summary = member.summary or {}
+    return {
+        "gatewayId": member.gateway_id,
+        "brokerId": member.broker_id,
+        "serviceUrl": member.service_url,
+        "brokerServiceUrl": member.broker_service_url,
+        "started": member.started,
+        "reportedAt": summary.get("t"),
+        **{name: summary.get(name, default) for name, default in _SUMMARY_FIGURES},
+    }
+
+
+async def fleet_overview(services: Services, request: web.Request) -> dict[str, Any]:
+    members, redis = await asyncio.gather(
+        services.fleet.described_members(), services.redis_topology()
+    )
+    return {
+        "cluster": services.cluster.name,
+        "gateways": [_gateway(member) for member in members],
+        "redis": redis.to_json(),
+    }
+
+
 # -- clusters: peers, failure domains, namespace isolation ------------------------------------
 
 
@@ -358,6 +414,7 @@ _ROUTES: tuple[tuple[str, str, Body], ...] = (
     ("GET", f"{_STATS}/topics", topic_stats),
     ("GET", f"{_STATS}/metrics", broker_metrics),
     ("GET", f"{_STATS}/load-report", load_report),
+    ("GET", _FLEET, fleet_overview),
     ("GET", f"{_CLUSTER}/peers", get_peers),
     ("POST", f"{_CLUSTER}/peers", set_peers),
     ("GET", f"{_CLUSTER}/failureDomains", failure_domains),
@@ -372,6 +429,35 @@ _ROUTES: tuple[tuple[str, str, Body], ...] = (
 
 
 _B, _S, _C = "brokers", "broker-stats", "clusters"
+_NULLABLE_INT = {"type": "integer", "format": "int64", "nullable": True}
+_NULLABLE_STR = {"type": "string", "nullable": True}
+_FLEET_GATEWAY = obj(
+    gatewayId=STR,
+    brokerId=STR,
+    serviceUrl=STR,
+    brokerServiceUrl=STR,
+    started=INT,
+    reportedAt=_NULLABLE_INT,
+    connections=INT,
+    producers=INT,
+    consumers=INT,
+    topics=INT,
+    msgRateIn=NUM,
+    msgRateOut=NUM,
+    msgThroughputIn=NUM,
+    msgThroughputOut=NUM,
+)
+_REDIS_NODE = obj(
+    id=STR,
+    address=STR,
+    role={"type": "string", "enum": ["master", "replica"]},
+    master=_NULLABLE_STR,
+    slots=_NULLABLE_STR,
+    usedMemory=_NULLABLE_INT,
+    maxMemory=_NULLABLE_INT,
+    connectedClients=_NULLABLE_INT,
+    linkState={"type": "string", "enum": ["connected", "disconnected"]},
+)
 _NAMES = {"type": "array", "items": STR}
 _ISOLATION = obj(brokerName=STR, policyName=STR, isPrimary=BOOL, namespaceRegex=_NAMES)
 _USAGE = obj(usage=NUM, limit=NUM)
@@ -446,6 +532,22 @@ DOCS: dict[tuple[str, str], Doc] = {
             numProducers=INT,
             numConsumers=INT,
             loadReportType=STR,
+        ),
+    ),
+    ("GET", _FLEET): Doc(
+        _B,
+        "The fleet overview (beyond Pulsar): the live gateways with their clients and rates, "
+        "and the Redis nodes they share with their memory",
+        response=obj(
+            cluster=STR,
+            gateways={"type": "array", "items": _FLEET_GATEWAY},
+            redis=obj(
+                mode={"type": "string", "enum": ["standalone", "cluster"]},
+                version=STR,
+                usedMemory=INT,
+                maxMemory=INT,
+                nodes={"type": "array", "items": _REDIS_NODE},
+            ),
         ),
     ),
     ("GET", f"{_CLUSTER}/peers"): Doc(_C, "Peer clusters: none (204)", ok=204),

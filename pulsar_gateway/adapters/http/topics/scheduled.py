@@ -3,9 +3,18 @@
 Scheduled messages (beyond Pulsar: its trackers cannot show or change what they hold), under
 ``/admin/v2/persistent/{tenant}/{ns}/{topic}/subscription/{sub}/scheduled``:
 
-* ``GET ?offset=0&limit=100``: ``{"total", "offset", "messages": [{"messageId" "L:E",
-  "ledgerId", "entryId", "partition", "deliverAt" (ms since epoch), "key" (partition key or
-  null), "size" (bytes stored)}]}``, earliest deliver-at first;
+* ``GET ?from=&to=&offset=0&limit=100``: ``{"total", "inWindow", "offset", "messages":
+  [{"messageId" "L:E", "ledgerId", "entryId", "partition", "deliverAt" (ms since epoch),
+  "key" (partition key or null), "size" (bytes stored)}]}``, earliest deliver-at first, of
+  those due at or after ``from`` and before ``to`` (ms since epoch, each optional);
+  ``total`` counts every message scheduled on the subscription, ``inWindow`` those due in
+  the window (all of them without one); ``offset`` pages within the window;
+* ``GET /histogram?from=&to=&buckets=60``: ``{"from", "to", "bucketMs", "counts": [n per
+  bucket], "before", "after", "total"}``: ``buckets`` buckets (1..500) of ``bucketMs =
+  ceil((to - from) / buckets)`` from ``from`` (default now) to ``to`` (default an hour
+  later, at most ten years; answered as the buckets' end, ``from + buckets * bucketMs``),
+  the messages due before ``from`` and at or after ``to``, and all of them (``before +
+  sum(counts) + after``);
 * ``DELETE /{ledgerId}:{entryId}``: cancel: acknowledged on this subscription, never
   delivered to it; 204;
 * ``POST /{ledgerId}:{entryId}`` with ``{"deliverAt": ms}`` or ``{"deliverAfterMs": ms}``:
@@ -24,7 +33,15 @@ from typing import Any
 from aiohttp import web
 
 from pulsar_gateway.adapters.resource import fail, handler, read_text, topic_name
-from pulsar_gateway.core import MAX_PAGE, EntryFormatError, MessageId, ScheduledMessage, Services
+from pulsar_gateway.core import (
+    MAX_PAGE,
+    MAX_TIME_MS,
+    EntryFormatError,
+    MessageId,
+    ScheduledMessage,
+    Services,
+    histogram_window,
+)
 
 __all__ = ["add_routes"]
 
@@ -37,14 +54,22 @@ _SCHEDULED = (
 _MAX_OFFSET = 2**31 - 1
 
 
-def _int_query(request: web.Request, name: str, default: int) -> int:
+def _optional_int(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None:
-        return default
+        return None
     try:
+        # int() alone would take "1_000" and " 5 "; a query parameter is plain digits
+        if not raw.lstrip("-").isdecimal() or not raw.isascii():
+            raise ValueError
         return int(raw)
     except ValueError:
         raise fail(web.HTTPBadRequest, f"{name} must be an integer, got {raw!r}") from None
+
+
+def _int_query(request: web.Request, name: str, default: int) -> int:
+    value = _optional_int(request, name)
+    return default if value is None else value
 
 
 def _message_id(request: web.Request) -> MessageId:
@@ -94,13 +119,41 @@ async def list_scheduled(services: Services, request: web.Request) -> dict[str, 
             web.HTTPBadRequest,
             f"offset must be within 0..{_MAX_OFFSET} and limit within 1..{MAX_PAGE}",
         )
+    start, end = _optional_int(request, "from"), _optional_int(request, "to")
+    for name, bound in (("from", start), ("to", end)):
+        if bound is not None and not 0 <= bound <= MAX_TIME_MS:
+            raise fail(web.HTTPBadRequest, f"{name} must be a time within 0..{MAX_TIME_MS} (ms)")
+    if start is not None and end is not None and start > end:
+        raise fail(web.HTTPBadRequest, f"from ({start}) must not be after to ({end})")
     page = await services.scheduled.list(
-        str(topic_name(request)), request.match_info["subscription"], offset, limit
+        str(topic_name(request)), request.match_info["subscription"], offset, limit, start, end
     )
     return {
         "total": page.total,
+        "inWindow": page.in_window,
         "offset": offset,
         "messages": [_describe(services, m) for m in page.messages],
+    }
+
+
+async def scheduled_histogram(services: Services, request: web.Request) -> dict[str, Any]:
+    start, end = _optional_int(request, "from"), _optional_int(request, "to")
+    buckets = _optional_int(request, "buckets")
+    try:
+        window = histogram_window(start, end, buckets, int(time.time() * 1000))
+    except ValueError as exc:
+        raise fail(web.HTTPBadRequest, str(exc)) from None
+    counted = await services.scheduled.histogram(
+        str(topic_name(request)), request.match_info["subscription"], window
+    )
+    return {
+        "from": window.start,
+        "to": window.end,
+        "bucketMs": window.bucket_ms,
+        "counts": list(counted.counts),
+        "before": counted.before,
+        "after": counted.after,
+        "total": counted.total,
     }
 
 
@@ -144,5 +197,7 @@ def add_routes(app: web.Application) -> None:
         app.router.add_route(method, path, handler(body))
 
     route("GET", _SCHEDULED, list_scheduled)
+    # before the message-id routes: "histogram" is no ledgerId:entryId
+    route("GET", _SCHEDULED + "/histogram", scheduled_histogram)
     route("DELETE", _SCHEDULED + "/{message_id}", cancel_scheduled)
     route("POST", _SCHEDULED + "/{message_id}", reschedule)

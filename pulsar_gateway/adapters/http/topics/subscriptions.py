@@ -15,6 +15,7 @@ Paths, under ``/admin/v2/{persistent|non-persistent}/{tenant}/{ns}/{topic}``::
     POST   /subscription/{sub}/resetcursor/{timestamp}       resetCursor
     POST   /subscription/{sub}/resetcursor                   resetCursorOnPosition (body)
     GET    /subscription/{sub}/position/{messagePosition}    peekNthMessage
+    GET    /subscription/{sub}/peek?count=10                 the first entries as JSON (below)
     GET    /ledger/{ledgerId}/entry/{entryId}                getMessageById
     GET    /examinemessage?initialPosition=&messagePosition= examineMessage
     GET    /internalStats                                    getInternalStats
@@ -27,6 +28,16 @@ Bodies: a ``ResetCursorData`` / ``MessageIdImpl`` JSON object (``ledgerId``, ``e
 ``"earliest"``. Peeks answer the entry's payload (decompressed, a batch whole, as Pulsar's
 ``generateResponseWithEntry``) as ``application/octet-stream`` with Pulsar's
 ``X-Pulsar-*`` headers.
+
+Beyond Pulsar, ``peek?count=n`` (1..100, default 10) answers the first ``n`` entries of the
+backlog in one JSON body, as ``n`` peeks at ``position/1`` to ``position/n`` would give
+them, each batch split into its messages (a console cannot split a batch from headers):
+``{"messages": [{"messageId" ("L:E", or "L:E:batchIndex" in a batch), "ledgerId",
+"entryId", "batchIndex" (-1 outside a batch), "position" (the entry's 1-based position in
+the backlog), "publishTime", "eventTime" (ms; 0 unset), "key" (or null), "properties",
+"producerName", "sequenceId", "payload" (base64, decompressed; an encrypted one as
+stored), "size" (payload bytes)}]}``. Messages a compaction dropped from a batch are left
+out; a batch's messages already acknowledged are listed, as the entry-wise peek shows them.
 
 Statuses: 204 for changes; 404 unknown topic, subscription or message; 409 a subscription
 that exists, an expiry Pulsar would not issue; 412 invalid names, consumers connected
@@ -60,7 +71,15 @@ from pulsar_gateway.core import (
     StoredEntry,
     format_time,
 )
-from pulsar_gateway.entry_codec import CodecError, decompress, parse_blob, proto_text
+from pulsar_gateway.entry_codec import (
+    CodecError,
+    MessageFormatError,
+    ReceivedMessage,
+    decompress,
+    parse_blob,
+    proto_text,
+    unpack_entry,
+)
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
 
 __all__ = ["add_routes"]
@@ -358,6 +377,53 @@ async def peek(services: Services, request: web.Request) -> web.Response:
     return _entry_response(entry)
 
 
+#: Most entries one JSON peek returns (each is a script call, queued together).
+_PEEK_MAX = 100
+_PEEK_DEFAULT = 10
+
+
+def _message_json(message: ReceivedMessage, position: int) -> dict[str, Any]:
+    mid = message.message_id
+    text_id = f"{mid.ledger_id}:{mid.entry_id}"
+    if mid.batch_index >= 0:
+        text_id += f":{mid.batch_index}"
+    return {
+        "messageId": text_id,
+        "ledgerId": mid.ledger_id,
+        "entryId": mid.entry_id,
+        "batchIndex": mid.batch_index,
+        "position": position,
+        "publishTime": message.publish_time,
+        "eventTime": message.event_time,
+        "key": message.key,
+        "properties": message.properties,
+        "producerName": message.producer_name,
+        "sequenceId": message.sequence_id,
+        "payload": base64.b64encode(message.payload).decode(),
+        "size": len(message.payload),
+    }
+
+
+async def peek_messages(services: Services, request: web.Request) -> dict[str, Any]:
+    raw = request.query.get("count", str(_PEEK_DEFAULT))
+    if not (raw.isascii() and raw.isdecimal() and len(raw) <= 3 and 1 <= int(raw) <= _PEEK_MAX):
+        raise fail(
+            web.HTTPBadRequest, f"count must be an integer within 1..{_PEEK_MAX}, got {raw!r}"
+        )
+    entries = await services.subscription_admin.peek_many(
+        topic_name(request), _sub(request), int(raw)
+    )
+    messages = []
+    for position, entry in enumerate(entries, start=1):
+        mid = entry.message_id
+        try:
+            unpacked = unpack_entry(mid.stream_id, entry.blob, partition=mid.partition)
+        except MessageFormatError as exc:  # the binary front parses every entry it stores
+            raise fail(web.HTTPInternalServerError, f"Stored entry is unreadable: {exc}") from None
+        messages += [_message_json(message, position) for message in unpacked]
+    return {"messages": messages}
+
+
 async def get_message_by_id(services: Services, request: web.Request) -> web.Response:
     ledger_id, entry_id = _int_path(request, "ledger"), _int_path(request, "entry")
     return _entry_response(
@@ -424,6 +490,7 @@ def add_routes(app: web.Application) -> None:
         app.router.add_route(method, path, handler(_mapped(body)))
     entries: tuple[tuple[str, Body], ...] = (
         (_SUB + "/position/{position}", peek),
+        (_SUB + "/peek", peek_messages),
         (_TOPIC + "/ledger/{ledger}/entry/{entry}", get_message_by_id),
         (_TOPIC + "/examinemessage", examine),
     )

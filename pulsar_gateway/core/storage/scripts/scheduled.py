@@ -1,7 +1,7 @@
 """Typed calls of the scheduled-message admin scripts: ``scheduled_list``,
-``scheduled_cancel`` and ``scheduled_reschedule``. Each first reads ahead over the delayed
-entries at the subscription's cursor (at most ``schedule_ahead`` of them) so the index is
-complete while no consumer reads."""
+``scheduled_histogram``, ``scheduled_cancel`` and ``scheduled_reschedule``. Each first reads
+ahead over the delayed entries at the subscription's cursor (at most ``schedule_ahead`` of
+them) so the index is complete while no consumer reads."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from pulsar_gateway.core.storage.scripts import SCRIPTS, ScriptRunner
 __all__ = [
     "ScheduleChange",
     "ScheduledEntry",
+    "ScheduledHistogram",
     "ScheduledList",
     "scheduled_cancel",
+    "scheduled_histogram",
     "scheduled_list",
     "scheduled_reschedule",
 ]
@@ -34,12 +36,26 @@ class ScheduledEntry:
 
 @dataclass(frozen=True, slots=True)
 class ScheduledList:
-    """One page of a subscription's schedule, and how many it holds in all; ``found``
-    is False when there is no such subscription."""
+    """One page of a subscription's schedule, how many it holds in all and how many are
+    due in the window asked for; ``found`` is False when there is no such subscription."""
 
     found: bool
     total: int = 0
+    in_window: int = 0
     entries: tuple[ScheduledEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledHistogram:
+    """How many scheduled messages are due in each bucket, before the first and from the
+    end of the last (``before + sum(counts) + after == total``); ``found`` is False when
+    there is no such subscription."""
+
+    found: bool
+    total: int = 0
+    before: int = 0
+    after: int = 0
+    counts: tuple[int, ...] = ()
 
 
 def _score(raw: bytes) -> int:
@@ -60,9 +76,12 @@ def scheduled_list(
     limit: int,
     schedule_ahead: int,
     partition: int,
+    start: int | None = None,
+    end: int | None = None,
 ) -> asyncio.Future[ScheduledList]:
-    """Up to ``limit`` scheduled entries from ``offset``, earliest deliver-at first; their
-    message ids carry ``partition``."""
+    """Up to ``limit`` scheduled entries from ``offset``, earliest deliver-at first, of
+    those due at or after ``start`` and before ``end`` (ms; None: no bound); their message
+    ids carry ``partition``."""
 
     def decode(reply: list[Any]) -> ScheduledList:
         if int(reply[0]) != 0:
@@ -71,15 +90,42 @@ def scheduled_list(
             ScheduledEntry(
                 StoredEntry.parse(reply[i], reply[i + 2], partition), _score(reply[i + 1])
             )
-            for i in range(2, len(reply), 3)
+            for i in range(3, len(reply), 3)
         )
-        return ScheduledList(True, int(reply[1]), entries)
+        return ScheduledList(True, int(reply[1]), int(reply[2]), entries)
 
+    low = "-inf" if start is None else str(start)
+    high = "+inf" if end is None else f"({end}"
     return lane.eval(
         SCRIPTS["scheduled_list"],
         keys.all,
-        [subscription, offset, limit, schedule_ahead],
+        [subscription, offset, limit, schedule_ahead, low, high],
         decode,
+    )
+
+
+def _histogram(reply: list[Any]) -> ScheduledHistogram:
+    if int(reply[0]) != 0:
+        return ScheduledHistogram(False)
+    counts = tuple(int(count) for count in reply[4:])
+    return ScheduledHistogram(True, int(reply[1]), int(reply[2]), int(reply[3]), counts)
+
+
+def scheduled_histogram(
+    lane: ScriptRunner,
+    keys: SubscriptionKeys,
+    *,
+    subscription: str,
+    bounds: list[int],
+    schedule_ahead: int,
+) -> asyncio.Future[ScheduledHistogram]:
+    """How many scheduled entries are due in each bucket ``[bounds[i], bounds[i + 1])``
+    (ms, increasing; at least two bounds)."""
+    return lane.eval(
+        SCRIPTS["scheduled_histogram"],
+        keys.all,
+        [subscription, schedule_ahead, *bounds],
+        _histogram,
     )
 
 
