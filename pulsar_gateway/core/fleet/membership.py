@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -56,6 +58,9 @@ class Member:
         service_url, service_url_tls: its ``http://`` (and ``https://``) admin URL.
         broker_service_url, broker_service_url_tls: its ``pulsar://`` (``pulsar+ssl://``) URL.
         started: when it started (ms since the epoch, its own clock).
+        host, pid: the machine (or container) it runs on, by host name, and its process id:
+            behind a load balancer every gateway advertises the balancer's address, and the
+            worker processes of one host share its ports, so neither URL tells them apart.
         summary: its last fresh summary (``fleet/rates.py``: ``connections``,
             ``producers``, ``consumers``, ``topics``, rates and throughputs, ``t`` the
             report time in ms), None when it has written none lately.
@@ -68,6 +73,8 @@ class Member:
     broker_service_url: str
     broker_service_url_tls: str | None
     started: int
+    host: str = ""
+    pid: int = 0
     summary: Mapping[str, Any] | None = None
 
     @classmethod
@@ -86,6 +93,8 @@ class Member:
                 str(data["brokerServiceUrl"]),
                 data.get("brokerServiceUrlTls"),
                 int(data["started"]),
+                str(data.get("host", "")),
+                int(data.get("pid", 0)),
                 summary,
             )
         except (ValueError, KeyError, TypeError):
@@ -160,6 +169,8 @@ class Fleet:
                 "brokerServiceUrl": cluster.broker_service_url,
                 "brokerServiceUrlTls": cluster.broker_service_url_tls,
                 "started": self.started,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
             }
         )
 

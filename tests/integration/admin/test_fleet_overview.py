@@ -7,6 +7,8 @@ Real gateways on a real redis-server, official Pulsar clients; every call throug
 from __future__ import annotations
 
 import base64
+import os
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +32,8 @@ GATEWAY_FIELDS = {
     "serviceUrl",
     "brokerServiceUrl",
     "started",
+    "host",
+    "pid",
     "reportedAt",
     "connections",
     "producers",
@@ -98,6 +102,8 @@ def test_each_gateway_lists_every_gateway_with_its_clients(
         assert set(first) == GATEWAY_FIELDS and set(second) == GATEWAY_FIELDS
         assert first["brokerId"] == broker_id(producing)
         assert first["gatewayId"] == gateway_id(producing)
+        # the gateways of these tests run in this process, on this machine
+        assert (first["host"], first["pid"]) == (socket.gethostname(), os.getpid())
         assert first["serviceUrl"] == f"http://{broker_id(producing)}"
         assert first["brokerServiceUrl"] == producing.url
         assert first["started"] <= second["started"]

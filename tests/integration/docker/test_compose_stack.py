@@ -5,7 +5,8 @@
 under a project name of its own (so ``down -v`` touches only what this run created). Every
 client reaches the fleet as a user would, from the host through the load balancer's
 published ports (6650, 8080) and Prometheus's (9090): the official client produces and
-consumes, a WebSocket consumer and the admin API answer, Prometheus has scraped all three
+consumes, a WebSocket consumer and the admin API answer, the web console in a real browser
+shows the three gateways, Prometheus has scraped all three
 gateways, the Spark pipeline commits micro-batches; then one gateway is killed mid-stream
 and nothing the fleet acknowledged is lost while the clients carry on. At the end
 ``down -v``, and the engine is stopped if this run started it (``compose/stack
@@ -35,8 +36,10 @@ from typing import Any
 import aiohttp
 import pulsar
 import pytest
+from playwright.sync_api import expect
 
 from tests.conftest import ROOT, wait_for
+from tests.integration.console.conftest import launched_chromium, new_console
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -237,6 +240,50 @@ def test_websocket_consumer_and_admin_api_answer_through_the_load_balancer(fleet
         )
 
     wait_for(settled, timeout=30)
+
+
+def test_the_console_shows_the_fleet_through_the_load_balancer(fleet: Path) -> None:
+    """The web console, opened in headless Chromium through HAProxy (each of its requests
+    may reach another gateway), lists the three gateways and the Redis they share, finds a
+    topic the official client filled, and its test producer's message, sent over a
+    WebSocket through the balancer, reaches an official consumer."""
+    topic = topic_name("console")
+    c = client()
+    try:
+        consumer = c.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        producer = c.create_producer(topic, batching_enabled=False)
+        producer.send(b"from the official client")
+        assert consumer.receive(timeout_millis=10000).data() == b"from the official client"
+        # the browser runs in this test only: Playwright's sync API holds an event loop
+        # while it is open, which the asyncio code of the tests after this one would meet
+        with launched_chromium() as browser:
+            console = new_console(browser, HTTP)
+            try:
+                page = console.open("#/fleet")
+                rows = page.locator("[data-test=gateway-row]")
+                # a row per gateway process (the image runs one worker per CPU), each
+                # naming its host (every gateway advertises the balancer's address):
+                # every one of the three containers is there
+
+                def hosts() -> set[str]:
+                    return {r.get_attribute("data-host") or "" for r in rows.all()}
+
+                wait_for(lambda: len(hosts()) == GATEWAYS, timeout=30)
+                expect(page.locator("[data-test=redis-mode]")).to_have_text("standalone")
+                console.screenshot("compose-fleet")
+                page = console.open("#/namespaces/public/default")
+                page.locator("[data-test=topic-filter]").fill(topic)
+                expect(page.locator("[data-test=topic-row]")).to_have_count(1)
+                page = console.open(f"#/clients?topic=persistent://public/default/{topic}")
+                page.locator("[data-test=producer-payload]").fill("from the console")
+                page.locator("[data-test=send]").click()
+                result = page.locator("[data-test=send-result]").first
+                expect(result).to_have_attribute("data-result", "ok")
+            finally:
+                console.close("test_the_console_shows_the_fleet_through_the_load_balancer")
+        assert consumer.receive(timeout_millis=10000).data() == b"from the console"
+    finally:
+        c.close()
 
 
 def test_prometheus_scrapes_every_gateway_and_loads_the_alerts(fleet: Path) -> None:

@@ -36,7 +36,8 @@ Paths and answers::
 The fleet overview (``GET /admin/v2/fleet``, superuser only, as every path here) is what an
 operator's console shows of the whole fleet in one call: ``{"cluster", "gateways",
 "redis"}``. ``gateways`` lists the live gateways, oldest first, each as it describes itself
-(``gatewayId``, ``brokerId``, ``serviceUrl``, ``brokerServiceUrl``, ``started`` ms) with its
+(``gatewayId``, ``brokerId``, ``serviceUrl``, ``brokerServiceUrl``, ``started`` ms, and the
+``host`` name and ``pid`` it runs as, which tell gateways behind one load balancer apart) with its
 last summary (``reportedAt`` ms, null when it has written none within three stats intervals;
 ``connections``, ``producers``, ``consumers``, ``topics``, ``msgRateIn``, ``msgRateOut``,
 ``msgThroughputIn``, ``msgThroughputOut``, 0 without a summary): its own figures, where
@@ -306,6 +307,8 @@ def _gateway(member: Member) -> dict[str, Any]:
         "serviceUrl": member.service_url,
         "brokerServiceUrl": member.broker_service_url,
         "started": member.started,
+        "host": member.host,
+        "pid": member.pid,
         "reportedAt": summary.get("t"),
         **{name: summary.get(name, default) for name, default in _SUMMARY_FIGURES},
     }
@@ -437,6 +440,8 @@ _FLEET_GATEWAY = obj(
     serviceUrl=STR,
     brokerServiceUrl=STR,
     started=INT,
+    host=STR,
+    pid=INT,
     reportedAt=_NULLABLE_INT,
     connections=INT,
     producers=INT,

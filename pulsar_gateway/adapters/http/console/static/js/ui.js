@@ -37,8 +37,9 @@ export function clear(el) {
 }
 
 // A modal dialog; resolves with the form's values (an object) or null when cancelled.
-// fields: [{name, label, value, type, options, placeholder, required}]
-export function dialog({ title, message, fields = [], confirm = "OK", danger = false }) {
+// fields: [{name, label, value, type, options, placeholder, required}]; `signal` (a page's
+// ctx.signal) cancels it when the user leaves the page.
+export function dialog({ title, message, fields = [], confirm = "OK", danger = false, signal }) {
   return new Promise((resolve) => {
     const inputs = {};
     const form = h("form", { method: "dialog", class: "dialog-form" },
@@ -85,6 +86,7 @@ export function dialog({ title, message, fields = [], confirm = "OK", danger = f
       close(values);
     });
     box.addEventListener("cancel", (event) => { event.preventDefault(); close(null); });
+    if (signal) signal.addEventListener("abort", () => close(null), { once: true });
     document.body.append(box);
     box.showModal();
     const first = Object.values(inputs)[0];
@@ -93,8 +95,8 @@ export function dialog({ title, message, fields = [], confirm = "OK", danger = f
 }
 
 // "Are you sure?" for what cannot be undone: resolves true or false.
-export async function confirmAction(title, message, confirm = "Delete") {
-  return (await dialog({ title, message, confirm, danger: true })) !== null;
+export async function confirmAction(title, message, confirm = "Delete", signal = undefined) {
+  return (await dialog({ title, message, confirm, danger: true, signal })) !== null;
 }
 
 // A notice at the top of the page that fades by itself.

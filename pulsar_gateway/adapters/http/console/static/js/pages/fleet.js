@@ -50,6 +50,10 @@ function gatewayTable(gateways) {
     { label: "Gateway", value: (g) => h("span", {},
       h("strong", { class: "mono" }, g.gatewayId), h("br"),
       h("span", { class: "muted mono" }, g.brokerId)) },
+    // behind a load balancer every gateway advertises the balancer's address: the host
+    // name and process tell them apart (and worker processes of one host from each other)
+    { label: "Host", value: (g) => h("span", { class: "mono", dataset: { test: "gateway-host" } },
+      g.host || "–", h("br"), h("span", { class: "muted" }, g.pid ? `pid ${g.pid}` : "")) },
     { label: "URLs", value: (g) => h("span", { class: "mono" },
       g.serviceUrl, h("br"), g.brokerServiceUrl) },
     { label: "Started", value: (g) => time(g.started) },
@@ -71,6 +75,8 @@ function gatewayTable(gateways) {
   rows.forEach((row, i) => {
     row.dataset.test = "gateway-row";
     row.dataset.gatewayId = gateways[i].gatewayId;
+    row.dataset.brokerId = gateways[i].brokerId;
+    row.dataset.host = gateways[i].host || "";
   });
   return grid;
 }
