@@ -76,17 +76,20 @@ class Console:
         self.page.goto(f"{self.base_url}/{hash_route}")
         return self.page
 
-    def screenshot(self, name: str) -> Path:
+    def screenshot(self, name: str, *, notices: bool = False) -> Path:
+        """The whole page as ``<ARTIFACTS>/<name>.png``; the passing notices ("saved")
+        left out unless asked for, since they would cover what the picture is of."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         target = ARTIFACTS / f"{name}.png"
-        self.page.screenshot(path=str(target), full_page=True)
+        hide = None if notices else "#notices { display: none !important; }"
+        self.page.screenshot(path=str(target), full_page=True, style=hide)
         return target
 
     def close(self, name: str) -> None:
         """Save the page's screenshot as ``name``, close it, then fail if the page raised a
         JavaScript error or asked another origin for anything."""
         try:
-            self.screenshot(_safe(name))
+            self.screenshot(_safe(name), notices=True)
         finally:
             self.context.close()
         assert self.foreign_requests == [], "the console fetched from another origin"

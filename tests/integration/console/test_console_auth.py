@@ -8,8 +8,11 @@ import base64
 import json
 import urllib.request
 from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
 
 import jwt
+import pulsar
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -152,3 +155,38 @@ def test_a_bad_token_gets_the_refusal_reason(
         "The gateway refused the token: Authentication required"
     )
     console.screenshot("login-refused")
+
+
+def test_the_test_clients_carry_the_token_and_show_a_refusal(
+    secured: GatewayThread,
+    console_factory: Callable[..., Console],
+    client_factory: Callable[..., Any],
+) -> None:
+    """The page's WebSockets carry the token (as ``?token=``: a browser cannot set their
+    headers): a role allowed to produce on acme/ns1 sends from the page and an official
+    consumer receives the message; on acme/ns2, where the role has no permission, the send
+    shows the gateway's 403 and its reason."""
+    grant = "/admin/v2/namespaces/acme/ns1/permissions/acme-app"
+    assert as_superuser(secured, "POST", grant, ["produce"]) == 204
+    topic = "persistent://acme/ns1/console-auth"
+    official = client_factory(
+        secured.url, authentication=pulsar.AuthenticationToken(token(SUPERUSER))
+    )
+    consumer = official.subscribe(topic, "audit")
+    console = console_factory(secured.http_url)
+    page = console.open(f"#/login?next={quote(f'#/clients?topic={topic}', safe='')}")
+    log_in(page, token("acme-app"))
+    producer = page.locator('[data-test="producer"]')
+    expect(producer.locator('[data-test="producer-topic"]')).to_have_value(topic)
+    producer.locator('[data-test="producer-payload"]').fill("with a token")
+    producer.locator('[data-test="send"]').click()
+    sent = producer.locator('[data-test="send-result"][data-context="1"]')
+    expect(sent).to_have_attribute("data-result", "ok")
+    assert consumer.receive(timeout_millis=int(TIMEOUT * 1000)).data() == b"with a token"
+
+    producer.locator('[data-test="producer-topic"]').fill("persistent://acme/ns2/console-auth")
+    producer.locator('[data-test="send"]').click()
+    refused = producer.locator('[data-test="send-result"][data-context="2"]')
+    expect(refused).to_have_attribute("data-result", "error")
+    expect(refused).to_contain_text("403")
+    console.screenshot("clients-refused")

@@ -35,7 +35,8 @@ export function niceMax(max) {
 function shortNumber(n) {
   if (n >= 1e6) return `${(n / 1e6).toFixed(n >= 1e7 ? 0 : 1)}M`;
   if (n >= 1e3) return `${(n / 1e3).toFixed(n >= 1e4 ? 0 : 1)}k`;
-  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+  // quarters of a small maximum (0.25, 12.5): as many decimals as they need, at most two
+  return Number.isInteger(n) ? String(n) : String(+n.toFixed(n >= 10 ? 1 : 2));
 }
 
 // A UTC clock label; the console shows every absolute time in UTC (ui.time).
@@ -66,7 +67,7 @@ function frame(width, height, pad, yMax, label) {
   return parts;
 }
 
-// Rates in and out over the last `windowMs`: points [{t, in, out}] (t in ms). The SVG
+// Rates in and out over the last `windowMs` (or since the first point): points [{t, in, out}] (t in ms). The SVG
 // says how many points it drew (data-points), for tests and for an empty-state message.
 export function rateChart(points, { windowMs = 300e3, now = Date.now(), width = 1200,
   height = 200 } = {}) {
@@ -75,14 +76,17 @@ export function rateChart(points, { windowMs = 300e3, now = Date.now(), width = 
   const yMax = niceMax(Math.max(0, ...shown.map((p) => Math.max(p.in, p.out))));
   const plotW = width - pad.left - pad.right;
   const plotH = height - pad.top - pad.bottom;
-  const x = (t) => pad.left + (plotW * (t - (now - windowMs))) / windowMs;
+  // the axis starts at the first sample (at least a minute back) until `windowMs` of them
+  // are there: a page just opened draws its few points across the chart, not in a corner
+  const span = Math.min(windowMs, Math.max(60e3, now - (shown.length ? shown[0].t : now)));
+  const x = (t) => pad.left + (plotW * (t - (now - span))) / span;
   const y = (v) => pad.top + plotH - (plotH * v) / yMax;
   const line = (key) => shown.map((p, i) => `${i ? "L" : "M"}${x(p.t).toFixed(1)},${y(p[key]).toFixed(1)}`).join("");
   const ticks = [];
   for (let i = 0; i <= 5; i += 1) {
-    const t = now - windowMs + (windowMs * i) / 5;
+    const t = now - span + (span * i) / 5;
     ticks.push(s("text", { x: x(t), y: height - 6,
-      "text-anchor": i === 0 ? "start" : i === 5 ? "end" : "middle" }, clock(t, windowMs)));
+      "text-anchor": i === 0 ? "start" : i === 5 ? "end" : "middle" }, clock(t, span)));
   }
   return s("svg", { class: "chart rate-chart", viewBox: `0 0 ${width} ${height}`,
     role: "img", "aria-label": "Message rates in and out", "data-test": "rate-chart",
