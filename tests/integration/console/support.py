@@ -4,39 +4,27 @@ calls: the tests are sync, beside Playwright's own loop) and the pages' ``data-t
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from playwright.sync_api import Locator, Page
 
 from tests.conftest import TIMEOUT
 
-T = TypeVar("T")
 
-
-def call(base_url: str, method: str, path: str, body: Any = None) -> Any:
-    """``method path`` on the gateway; the JSON answer (None when empty)."""
+def call(base_url: str, method: str, path: str, body: Any = None, *, token: str = "") -> Any:
+    """``method path`` on the gateway (with ``token`` as the bearer, if any); the JSON answer
+    (None when empty). Blocking, with urllib: asyncio.run (``tests.adminhttp``) cannot run
+    while Playwright's sync API holds its event loop in this thread."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"{base_url}{path}", data=data, method=method)
     if data is not None:
         request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
         raw = response.read()
     return json.loads(raw) if raw else None
-
-
-def eventually(check: Callable[[], T], timeout: float = TIMEOUT) -> T:
-    """``check()``'s first truthy answer, asked again until ``timeout`` (what the gateway
-    does after a page's request may finish a moment later, e.g. a delivery)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = check()
-        if answer or time.monotonic() > deadline:
-            assert answer, "the condition never held"
-            return answer
-        time.sleep(0.1)
 
 
 def topic_admin(topic: str) -> str:

@@ -5,8 +5,6 @@ refusal elsewhere, never a blank page."""
 from __future__ import annotations
 
 import base64
-import json
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -18,6 +16,7 @@ from playwright.sync_api import Page, expect
 
 from tests.conftest import TIMEOUT, GatewayThread
 from tests.integration.console.conftest import Console
+from tests.integration.console.support import call
 
 SECRET = b"console-secret-0123456789abcdef-0123"  # >= 32 bytes for HS256
 SUPERUSER = "admin"
@@ -28,16 +27,8 @@ def token(role: str, key: bytes = SECRET) -> str:
     return jwt.encode({"sub": role}, key, algorithm="HS256")
 
 
-def as_superuser(gw: GatewayThread, method: str, path: str, body: object = None) -> int:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        gw.http_url + path,
-        data=data,
-        method=method,
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token(SUPERUSER)}"},
-    )
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        return int(response.status)
+def as_superuser(gw: GatewayThread, method: str, path: str, body: object = None) -> None:
+    call(gw.http_url, method, path, body, token=token(SUPERUSER))
 
 
 @pytest.fixture
@@ -52,9 +43,9 @@ def secured(gateway_factory: Callable[..., GatewayThread]) -> GatewayThread:
     )
     for tenant, admins in (("acme", [TENANT_ADMIN]), ("globex", [])):
         info = {"adminRoles": admins, "allowedClusters": ["standalone"]}
-        assert as_superuser(gw, "PUT", f"/admin/v2/tenants/{tenant}", info) == 204
+        as_superuser(gw, "PUT", f"/admin/v2/tenants/{tenant}", info)
     for path in ("acme/ns1", "acme/ns2", "globex/ns1"):
-        assert as_superuser(gw, "PUT", f"/admin/v2/namespaces/{path}") == 204
+        as_superuser(gw, "PUT", f"/admin/v2/namespaces/{path}")
     return gw
 
 
@@ -167,7 +158,7 @@ def test_the_test_clients_carry_the_token_and_show_a_refusal(
     consumer receives the message; on acme/ns2, where the role has no permission, the send
     shows the gateway's 403 and its reason."""
     grant = "/admin/v2/namespaces/acme/ns1/permissions/acme-app"
-    assert as_superuser(secured, "POST", grant, ["produce"]) == 204
+    as_superuser(secured, "POST", grant, ["produce"])
     topic = "persistent://acme/ns1/console-auth"
     official = client_factory(
         secured.url, authentication=pulsar.AuthenticationToken(token(SUPERUSER))

@@ -11,9 +11,9 @@ import pulsar
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import GatewayThread
+from tests.conftest import GatewayThread, wait_for
 from tests.integration.console.conftest import Console
-from tests.integration.console.support import by, call, eventually, topic_admin
+from tests.integration.console.support import by, call, topic_admin
 
 TOPIC = "persistent://public/default/console-schedule"
 SUB = "later"
@@ -102,7 +102,7 @@ def test_scheduled_messages_show_by_due_time_and_are_cancelled_and_rescheduled(
     console.screenshot("schedule-reschedule")
     by(page, "dialog-confirm").click()
     expect(by(row, "due")).to_contain_text(" s")
-    eventually(lambda: scheduled(gateway).get(ids[30], 0) < due[ids[30]] - 60_000)
+    wait_for(lambda: scheduled(gateway).get(ids[30], 0) < due[ids[30]] - 60_000)
 
     consumer = client.subscribe(TOPIC, SUB, consumer_type=pulsar.ConsumerType.Shared)
     message = consumer.receive(timeout_millis=10_000)

@@ -11,9 +11,9 @@ from typing import Any
 import pulsar
 from playwright.sync_api import expect
 
-from tests.conftest import GatewayThread
+from tests.conftest import GatewayThread, wait_for
 from tests.integration.console.conftest import Console
-from tests.integration.console.support import by, call, eventually, topic_admin
+from tests.integration.console.support import by, call, topic_admin
 
 TOPIC = "persistent://public/default/console-clients"
 ROUTE = f"#/clients?topic={TOPIC}"
@@ -79,7 +79,7 @@ def test_the_pages_consumer_shows_and_acknowledges_what_an_official_producer_sen
         stats = call(gateway.http_url, "GET", topic_admin(TOPIC) + "/stats")
         return stats["subscriptions"]["watch"]["msgBacklog"] == 0
 
-    eventually(acknowledged)
+    wait_for(acknowledged)
     by(consumer, "disconnect").click()
     expect(by(consumer, "state")).to_have_text("disconnected")
 

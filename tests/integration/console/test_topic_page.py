@@ -13,9 +13,9 @@ from typing import Any
 import pulsar
 from playwright.sync_api import Locator, Page, expect
 
-from tests.conftest import GatewayThread
+from tests.conftest import GatewayThread, wait_for
 from tests.integration.console.conftest import Console
-from tests.integration.console.support import by, call, eventually, topic_admin
+from tests.integration.console.support import by, call, topic_admin
 
 TOPIC = "persistent://public/default/console-topic"
 ROUTE = "#/topics/persistent/public/default/console-topic"
@@ -176,7 +176,7 @@ def test_subscription_operations_ask_first_and_act_through_the_admin_api(
     by(made, "delete-subscription").click()
     confirm(page)
     expect(made).to_have_count(0)
-    eventually(
+    wait_for(
         lambda: (
             "made-here" not in call(gateway.http_url, "GET", topic_admin(TOPIC) + "/subscriptions")
         )

@@ -7,7 +7,7 @@
 // a 401 sends the user to the login form.
 
 import { ApiError, setToken, token } from "./api.js";
-import { clear, errorBlock, h } from "./ui.js";
+import { clear, errorBlock, h, toLogin } from "./ui.js";
 
 const ROUTES = [
   ["fleet", "./pages/fleet.js", "fleet"],
@@ -113,10 +113,7 @@ async function route() {
   } catch (error) {
     if (controller.signal.aborted) return;
     if (error instanceof ApiError && error.unauthenticated) {
-      const next = encodeURIComponent(location.hash);
-      const reason = encodeURIComponent(
-        token() ? `The gateway refused the token: ${error.reason}` : error.reason);
-      location.replace(`#/login?next=${next}&reason=${reason}`);
+      toLogin(error);
       return;
     }
     clear(root);

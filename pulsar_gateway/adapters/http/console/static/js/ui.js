@@ -1,5 +1,7 @@
 // Small DOM helpers shared by the pages: an element builder, dialogs, notices, formatting.
 
+import { token } from "./api.js";
+
 // h("div", {class: "x", onclick: fn, dataset: {test: "y"}}, child, "text", [more])
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -117,6 +119,18 @@ export function errorBlock(error) {
   else if (status) title = `The gateway answered ${status}`;
   return h("div", { class: "error-block", role: "alert", dataset: { test: "error" } },
     h("strong", {}, title), h("p", {}, error && (error.reason || error.message) || String(error)));
+}
+
+// To the login form, saying why and where to come back: for a 401, whether thrown by a
+// page's render() (the shell) or met by a part of a page that loads later.
+export function toLogin(error) {
+  // several parts refused at once: the first one's redirect wins (the others would make
+  // the login form its own "next")
+  if (location.hash.startsWith("#/login")) return;
+  const next = encodeURIComponent(location.hash);
+  const reason = encodeURIComponent(
+    token() ? `The gateway refused the token: ${error.reason}` : error.reason);
+  location.replace(`#/login?next=${next}&reason=${reason}`);
 }
 
 // Run an action from a button: errors become notices, success a notice too.

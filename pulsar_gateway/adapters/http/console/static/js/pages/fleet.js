@@ -3,8 +3,7 @@
 // gateway reports its own, and the page adds nothing up.
 
 import { get } from "../api.js";
-import { bytes, clear, count, errorBlock, every, h, rate, table, time } from "../ui.js";
-import { toLogin } from "./parts.js";
+import { bytes, clear, count, errorBlock, every, h, rate, table, time, toLogin } from "../ui.js";
 
 const REFRESH_MS = 5000;
 

@@ -2,8 +2,8 @@
 // load on their own (a 403 on one part is a message in that part, not a broken page), and
 // the "not set" marker of an unset policy.
 
-import { ApiError, token } from "../api.js";
-import { clear, errorBlock, h } from "../ui.js";
+import { ApiError } from "../api.js";
+import { clear, errorBlock, h, toLogin } from "../ui.js";
 
 // "Tenants / acme / orders" above a page's title.
 export function crumbs(ctx, ...items) {
@@ -12,18 +12,6 @@ export function crumbs(ctx, ...items) {
     parts.push(" / ", hash ? h("a", { href: hash }, label) : h("span", {}, label));
   }
   return h("div", { class: "crumbs", dataset: { test: "crumbs" } }, parts);
-}
-
-// The shell sends a 401 thrown by render() to the login form; a part that loads after
-// render() returned does the same itself, with the same reason and way back.
-export function toLogin(error) {
-  // several parts refused at once: the first one's redirect wins (the others would make
-  // the login form its own "next")
-  if (location.hash.startsWith("#/login")) return;
-  const next = encodeURIComponent(location.hash);
-  const reason = encodeURIComponent(
-    token() ? `The gateway refused the token: ${error.reason}` : error.reason);
-  location.replace(`#/login?next=${next}&reason=${reason}`);
 }
 
 // Fill `box` with what `load()` returns (a node or a list of nodes); an error becomes an
