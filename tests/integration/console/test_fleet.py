@@ -9,10 +9,15 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import TIMEOUT, GatewayThread, wait_for
+from tests.conftest import ON_CLUSTER, TIMEOUT, GatewayThread, wait_for
 from tests.integration.console.conftest import Console
+
+# The cluster pass of ./dev test runs this file on a Redis Cluster too: the page then shows
+# its three masters with their slots and their three replicas
+pytestmark = pytest.mark.cluster
 
 #: the figures of a gateway's row, as the page formats them (ui.js count and rate)
 COUNTS = ("connections", "producers", "consumers", "topics")
@@ -45,8 +50,8 @@ def test_the_fleet_page_lists_the_gateway_with_its_figures(
     client_factory: Callable[..., Any],
 ) -> None:
     """One gateway with a producer connected: once the gateway reports it, its row shows its
-    ids, URLs and the counts the API reports; Redis shows as standalone with its version,
-    memory and one master node."""
+    ids, URLs and the counts the API reports; Redis shows with its version and memory, as
+    one master (standalone) or as a Redis Cluster's masters with their slots and replicas."""
     gateway = gateway_factory(stats_interval_seconds=1.0)
     client = client_factory(gateway.url)
     client.create_producer("persistent://public/default/fleet-figures")
@@ -63,13 +68,26 @@ def test_the_fleet_page_lists_the_gateway_with_its_figures(
     wait_for(lambda: page_matches_api(page, gateway), timeout=3 * TIMEOUT)
 
     redis = answer["redis"]
-    expect(page.locator('[data-test="redis-mode"]')).to_have_text("standalone")
+    expect(page.locator('[data-test="redis-mode"]')).to_have_text(
+        "cluster" if ON_CLUSTER else "standalone"
+    )
     expect(page.locator('[data-test="redis-version"]')).to_have_text(redis["version"])
     expect(page.locator('[data-test="redis-used-memory"]')).to_have_text(
         re.compile(r"^\d+(\.\d)? (B|KiB|MiB|GiB)$")
     )
-    expect(page.locator('[data-test="redis-node-row"][data-role="master"]')).to_have_count(1)
-    console.screenshot("fleet")
+    masters = page.locator('[data-test="redis-node-row"][data-role="master"]')
+    replicas = page.locator('[data-test="redis-node-row"][data-role="replica"]')
+    if ON_CLUSTER:  # tests/redis_cluster.py: 3 masters, a replica each
+        expect(masters).to_have_count(3)
+        expect(replicas).to_have_count(3)
+        for node in redis["nodes"]:
+            if node["role"] == "master":
+                row = masters.filter(has_text=node["id"])
+                expect(row).to_contain_text(node["slots"])
+        console.screenshot("fleet-redis-cluster")
+    else:
+        expect(masters).to_have_count(1)
+        console.screenshot("fleet")
 
 
 def test_two_gateways_on_one_redis_both_appear(

@@ -55,17 +55,15 @@ function gatewayTable(gateways) {
       g.host || "–", h("br"), h("span", { class: "muted" }, g.pid ? `pid ${g.pid}` : "")) },
     { label: "URLs", value: (g) => h("span", { class: "mono" },
       g.serviceUrl, h("br"), g.brokerServiceUrl) },
-    { label: "Started", value: (g) => time(g.started) },
-    { label: "Reported", value: (g) => g.reportedAt == null
-      ? h("span", { class: "muted" }, "not yet") : time(g.reportedAt) },
+    { label: "Started / reported", value: (g) => h("span", {}, time(g.started), h("br"),
+      g.reportedAt == null ? h("span", { class: "muted" }, "not reported yet")
+        : h("span", { class: "muted" }, time(g.reportedAt))) },
     figure("Connections", "connections", count),
     figure("Producers", "producers", count),
     figure("Consumers", "consumers", count),
     figure("Topics", "topics", count),
-    figure("Msg/s in", "msgRateIn", rate),
-    figure("Msg/s out", "msgRateOut", rate),
-    figure("Bytes/s in", "msgThroughputIn", (n) => `${bytes(n)}/s`),
-    figure("Bytes/s out", "msgThroughputOut", (n) => `${bytes(n)}/s`),
+    pair("Msg/s", "msgRateIn", "msgRateOut", rate),
+    pair("Bytes/s", "msgThroughputIn", "msgThroughputOut", bytes),
   ];
   const grid = table(columns, gateways, { empty: "No gateway has reported.", test: "gateways" });
   grid.classList.add("fleet-gateways");
@@ -86,6 +84,19 @@ function figure(label, field, format) {
     label, class: "num",
     value: (g) => h("span", { dataset: { test: `gateway-${field}` } },
       g[field] == null ? "–" : format(g[field])),
+  };
+}
+
+// An in and an out figure, one above the other (keeps the table within a screen's width).
+function pair(label, inField, outField, format) {
+  const shown = (gateway, field) => (gateway[field] == null ? "–" : format(gateway[field]));
+  const line = (gateway, direction, field) => h("span", {},
+    h("span", { class: "muted" }, `${direction} `),
+    h("span", { dataset: { test: `gateway-${field}` } }, shown(gateway, field)));
+  return {
+    label, class: "num",
+    value: (gateway) => h("span", {},
+      line(gateway, "in", inField), h("br"), line(gateway, "out", outField)),
   };
 }
 
