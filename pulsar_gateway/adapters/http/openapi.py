@@ -148,6 +148,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 partition=INT,
                 deliverAt=INT,
                 key=STR,
+                properties=STR_MAP,
                 size=INT,
             ),
         },

@@ -109,7 +109,7 @@ def test_list_without_consumer_in_deliver_at_order(gateway, client, topic, redis
     ]
     sent = []
     for payload, key, at in sends:
-        kwargs = {} if key is None else {"partition_key": key}
+        kwargs = {} if key is None else {"partition_key": key, "properties": {"key": key}}
         sent.append((producer.send(payload, deliver_at=at, **kwargs), key, at))
     sizes = stored_sizes(redis_clean, topic)
 
@@ -124,6 +124,7 @@ def test_list_without_consumer_in_deliver_at_order(gateway, client, topic, redis
             "partition": mid.partition(),
             "deliverAt": at,
             "key": key,
+            "properties": {} if key is None else {"key": key},
             "size": sizes[f"{mid.ledger_id()}-{mid.entry_id()}"],
         }
         for mid, key, at in sorted(sent, key=lambda s: s[2])

@@ -41,9 +41,10 @@ def test_scheduled_messages_show_by_due_time_and_are_cancelled_and_rescheduled(
     console_factory: Callable[..., Console],
 ) -> None:
     """Messages due in 10, 20 and 30 minutes fall in their buckets of the hour's histogram
-    and in its list, the one due in 3 hours counts as after the window; a click on a bar
-    zooms into it. A message cancelled on the page leaves the schedule (and the backlog); one
-    rescheduled to now + 2 s reaches a consumer, and nothing else does."""
+    and in its list (with their keys and properties), the one due in 3 hours counts as
+    after the window; a click on a bar zooms into it. A message cancelled on the page leaves
+    the schedule (and the backlog); one rescheduled to now + 2 s reaches a consumer, and
+    nothing else does."""
     client = client_factory(gateway.url)
     client.subscribe(TOPIC, SUB, consumer_type=pulsar.ConsumerType.Shared).close()
     producer = client.create_producer(TOPIC)
@@ -52,6 +53,7 @@ def test_scheduled_messages_show_by_due_time_and_are_cancelled_and_rescheduled(
         sent = producer.send(
             f"due in {minutes} min".encode(),
             partition_key=f"k{minutes}",
+            properties={"order": str(minutes)},
             deliver_after=timedelta(minutes=minutes),
         )
         ids[minutes] = f"{sent.ledger_id()}:{sent.entry_id()}"
@@ -71,6 +73,7 @@ def test_scheduled_messages_show_by_due_time_and_are_cancelled_and_rescheduled(
     expect(by(page, "scheduled-row")).to_have_count(3)
     first_row = page.locator(f'[data-test="scheduled-row"][data-id="{ids[10]}"]')
     expect(first_row).to_contain_text("k10")
+    expect(by(first_row, "property")).to_have_text("order=10")
     expect(by(first_row, "due")).to_contain_text("in ")
     console.screenshot("schedule-hour")
 

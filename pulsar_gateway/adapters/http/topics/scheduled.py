@@ -5,10 +5,11 @@ Scheduled messages (beyond Pulsar: its trackers cannot show or change what they 
 
 * ``GET ?from=&to=&offset=0&limit=100``: ``{"total", "inWindow", "offset", "messages":
   [{"messageId" "L:E", "ledgerId", "entryId", "partition", "deliverAt" (ms since epoch),
-  "key" (partition key or null), "size" (bytes stored)}]}``, earliest deliver-at first, of
-  those due at or after ``from`` and before ``to`` (ms since epoch, each optional);
-  ``total`` counts every message scheduled on the subscription, ``inWindow`` those due in
-  the window (all of them without one); ``offset`` pages within the window;
+  "key" (partition key or null), "properties" (the message's), "size" (bytes stored)}]}``,
+  earliest deliver-at first, of those due at or after ``from`` and before ``to`` (ms since
+  epoch, each optional); ``total`` counts every message scheduled on the subscription,
+  ``inWindow`` those due in the window (all of them without one); ``offset`` pages within
+  the window;
 * ``GET /histogram?from=&to=&buckets=60``: ``{"from", "to", "bucketMs", "counts": [n per
   bucket], "before", "after", "total"}``: ``buckets`` buckets (1..500) of ``bucketMs =
   ceil((to - from) / buckets)`` from ``from`` (default now) to ``to`` (default an hour
@@ -36,12 +37,12 @@ from pulsar_gateway.adapters.resource import fail, handler, read_text, topic_nam
 from pulsar_gateway.core import (
     MAX_PAGE,
     MAX_TIME_MS,
-    EntryFormatError,
     MessageId,
     ScheduledMessage,
     Services,
     histogram_window,
 )
+from pulsar_gateway.entry_codec import MessageFormatError, unpack_entry
 
 __all__ = ["add_routes"]
 
@@ -90,15 +91,17 @@ def _message_id(request: web.Request) -> MessageId:
     return MessageId(ledger_id, entry_id)
 
 
-def _describe(services: Services, message: ScheduledMessage) -> dict[str, Any]:
-    key = None
-    inspector = services.compaction.inspector
-    if inspector is not None:
-        try:
-            key = inspector.messages(message.blob)[0].key
-        except (EntryFormatError, IndexError):
-            key = None
+def _describe(message: ScheduledMessage) -> dict[str, Any]:
+    # the key and properties of the entry's first message: a delayed message is sent on its
+    # own (the Java client's ProducerImpl does not batch a message with a deliver-at time),
+    # and a batch's key is its first message's, as compaction keys it
     mid = message.message_id
+    key, properties = None, {}
+    try:
+        first = unpack_entry(mid.stream_id, message.blob, partition=mid.partition)[0]
+        key, properties = first.key, first.properties
+    except (MessageFormatError, IndexError):
+        pass
     return {
         "messageId": f"{mid.ledger_id}:{mid.entry_id}",
         "ledgerId": mid.ledger_id,
@@ -106,6 +109,7 @@ def _describe(services: Services, message: ScheduledMessage) -> dict[str, Any]:
         "partition": mid.partition,
         "deliverAt": message.deliver_at,
         "key": key,
+        "properties": properties,
         "size": len(message.blob),
     }
 
@@ -132,7 +136,7 @@ async def list_scheduled(services: Services, request: web.Request) -> dict[str, 
         "total": page.total,
         "inWindow": page.in_window,
         "offset": offset,
-        "messages": [_describe(services, m) for m in page.messages],
+        "messages": [_describe(m) for m in page.messages],
     }
 
 

@@ -24,6 +24,14 @@ export function relative(ms, now = Date.now()) {
   return d >= 0 ? `in ${duration(d)}` : `${duration(-d)} ago`;
 }
 
+// A message's properties as small "name=value" badges, as the peek view shows them.
+function properties(props) {
+  const entries = Object.entries(props || {});
+  if (!entries.length) return h("span", { class: "muted" }, "–");
+  return entries.map(([name, value]) => h("span", { class: "badge", dataset: { test: "property" } },
+    `${name}=${value}`));
+}
+
 function spanLabel(ms) {
   return ms >= 3600e3 ? `${+(ms / 3600e3).toFixed(2)} h` : ms >= 60e3 ? `${+(ms / 60e3).toFixed(2)} min`
     : ms >= 1000 ? `${+(ms / 1000).toFixed(2)} s` : `${ms} ms`;
@@ -94,12 +102,13 @@ export async function render(root, params, ctx) {
     const rows = page.messages || [];
     const table = rows.length
       ? h("table", { class: "grid" },
-        h("thead", {}, h("tr", {}, ["Message id", "Partition", "Key", "Deliver at (UTC)", "Due", "Size", ""]
+        h("thead", {}, h("tr", {}, ["Message id", "Partition", "Key", "Properties", "Deliver at (UTC)", "Due", "Size", ""]
           .map((label) => h("th", {}, label)))),
         h("tbody", {}, rows.map((m) => h("tr", { dataset: { test: "scheduled-row", id: m.messageId, deliverAt: m.deliverAt } },
           h("td", { class: "mono" }, m.messageId),
           h("td", { class: "num" }, m.partition === undefined || m.partition < 0 ? "–" : m.partition),
           h("td", { class: "mono" }, m.key ?? "–"),
+          h("td", { dataset: { test: "properties" } }, properties(m.properties)),
           h("td", { class: "mono" }, time(m.deliverAt)),
           h("td", { dataset: { test: "due" } }, relative(m.deliverAt, now)),
           h("td", { class: "num" }, bytes(m.size)),
