@@ -171,6 +171,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 sequenceId=INT,
                 payload={"type": "string", "format": "byte"},
                 size=INT,
+                # only on an entry listed whole: why it is not read as messages
+                error=STR,
             ),
         }
     ),

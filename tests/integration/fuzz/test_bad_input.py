@@ -27,6 +27,7 @@ import pytest
 from pulsar_gateway import frame_codec
 from pulsar_gateway.entry_codec import make_blob
 from pulsar_gateway.proto import PulsarApi_pb2 as pb
+from tests.adminhttp import admin
 from tests.conftest import TIMEOUT, GatewayThread
 from tests.frames import command
 from tests.rawclient import RawConnection, raw
@@ -592,7 +593,8 @@ def test_hostile_metadata_is_relayed_and_readable_everywhere(
     names and values, times beyond year 9999, then a payload its codec cannot read. The
     official consumer gets the first as sent; the WebSocket consumer gets it as JSON (U+FFFD
     for the bytes, Java's signed years for the times); the admin peek answers 200 for both
-    with headers a strict HTTP parser accepts, the second's payload served as stored."""
+    with headers a strict HTTP parser accepts, the second's payload served as stored, and the
+    JSON peek lists the first as a message and the second whole, with the reason."""
     topic = new_topic("hostile-meta")
     local = topic.rsplit("/", 1)[1]
     consumer = client.subscribe(topic, "official")
@@ -654,3 +656,15 @@ def test_hostile_metadata_is_relayed_and_readable_everywhere(
     status, headers, body = asyncio.run(_peek_headers(f"{peek}/position/2"))
     assert (status, body) == (200, b"not lz4 at all")
     assert headers["X-Pulsar-compression"] == "LZ4"
+
+    # the JSON peek: the first split as any entry, the second whole, saying why
+    status, listed = admin("GET", f"{peek}/peek?count=5")
+    assert status == 200, listed
+    first, second = listed["messages"]
+    assert (first["key"], first["publishTime"]) == ("key\ufffd(", 2**63 - 1)
+    assert first["properties"] == {"a b:\u00e9": "line\r\nbreak\x00", "k\ufffd": "\ufffd"}
+    assert base64.b64decode(first["payload"]) == b"hostile"
+    assert "error" not in first
+    assert (second["position"], second["batchIndex"], second["sequenceId"]) == (2, -1, 1)
+    assert base64.b64decode(second["payload"]) == b"not lz4 at all"
+    assert second["error"].startswith("Not read as messages")

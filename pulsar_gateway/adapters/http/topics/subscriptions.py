@@ -38,6 +38,8 @@ the backlog), "publishTime", "eventTime" (ms; 0 unset), "key" (or null), "proper
 "producerName", "sequenceId", "payload" (base64, decompressed; an encrypted one as
 stored), "size" (payload bytes)}]}``. Messages a compaction dropped from a batch are left
 out; a batch's messages already acknowledged are listed, as the entry-wise peek shows them.
+An entry relayed as sent that cannot be read as messages (a payload its codec cannot read)
+is listed whole, as ``position/{n}`` serves it, with an ``"error"`` saying why.
 
 Statuses: 204 for changes; 404 unknown topic, subscription or message; 409 a subscription
 that exists, an expiry Pulsar would not issue; 412 invalid names, consumers connected
@@ -77,6 +79,7 @@ from pulsar_gateway.entry_codec import (
     ReceivedMessage,
     decompress,
     parse_blob,
+    proto_field,
     proto_text,
     unpack_entry,
 )
@@ -281,22 +284,27 @@ def _flag_text(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _entry_response(entry: StoredEntry) -> web.Response:
-    """Pulsar ``PersistentTopicsBase.generateResponseWithEntry``: the payload after the
-    metadata, decompressed (a batch stays whole: clients split it by
-    ``X-Pulsar-num-batch-message``), and the metadata as headers."""
+def _whole_entry(entry: StoredEntry) -> tuple[pb.MessageMetadata, bytes]:
+    """An entry's metadata and its payload after it, decompressed (a batch stays whole)."""
     try:
         parsed = parse_blob(entry.blob)
     except CodecError as exc:  # the binary front parses every entry before storing it
         raise fail(web.HTTPInternalServerError, f"Stored entry is unreadable: {exc}") from None
     md = parsed.metadata
     try:
-        data = decompress(md.compression, parsed.payload, md.uncompressed_size)
+        return md, decompress(md.compression, parsed.payload, md.uncompressed_size)
     except EntryFormatError:
         # A producer may store a payload its codec cannot read (the gateway relays entries
         # as sent): it is served as stored, X-Pulsar-compression naming the codec it claims,
         # rather than an error for a request that is sound.
-        data = parsed.payload
+        return md, parsed.payload
+
+
+def _entry_response(entry: StoredEntry) -> web.Response:
+    """Pulsar ``PersistentTopicsBase.generateResponseWithEntry``: the payload after the
+    metadata, decompressed (a batch stays whole: clients split it by
+    ``X-Pulsar-num-batch-message``), and the metadata as headers."""
+    md, data = _whole_entry(entry)
     mid = entry.message_id
     headers: list[tuple[str, str]] = [("X-Pulsar-Message-ID", f"{mid.ledger_id}:{mid.entry_id}")]
     headers += [
@@ -404,6 +412,30 @@ def _message_json(message: ReceivedMessage, position: int) -> dict[str, Any]:
     }
 
 
+def _unsplit_entry_json(entry: StoredEntry, position: int, reason: str) -> dict[str, Any]:
+    """An entry the gateway relayed as sent but cannot read as messages (a payload its codec
+    cannot read, a batch whose sizes do not add up): whole, as ``position/{n}`` serves it,
+    with ``error`` saying why it is not split (one-message surfaces skip such entries)."""
+    md, data = _whole_entry(entry)
+    mid = entry.message_id
+    return {
+        "messageId": f"{mid.ledger_id}:{mid.entry_id}",
+        "ledgerId": mid.ledger_id,
+        "entryId": mid.entry_id,
+        "batchIndex": -1,
+        "position": position,
+        "publishTime": md.publish_time,
+        "eventTime": md.event_time,
+        "key": proto_field(md, "partition_key") if md.HasField("partition_key") else None,
+        "properties": {proto_field(p, "key"): proto_field(p, "value") for p in md.properties},
+        "producerName": proto_field(md, "producer_name"),
+        "sequenceId": md.sequence_id,
+        "payload": base64.b64encode(data).decode(),
+        "size": len(data),
+        "error": f"Not read as messages: {reason}",
+    }
+
+
 async def peek_messages(services: Services, request: web.Request) -> dict[str, Any]:
     raw = request.query.get("count", str(_PEEK_DEFAULT))
     if not (raw.isascii() and raw.isdecimal() and len(raw) <= 3 and 1 <= int(raw) <= _PEEK_MAX):
@@ -418,8 +450,9 @@ async def peek_messages(services: Services, request: web.Request) -> dict[str, A
         mid = entry.message_id
         try:
             unpacked = unpack_entry(mid.stream_id, entry.blob, partition=mid.partition)
-        except MessageFormatError as exc:  # the binary front parses every entry it stores
-            raise fail(web.HTTPInternalServerError, f"Stored entry is unreadable: {exc}") from None
+        except MessageFormatError as exc:
+            messages.append(_unsplit_entry_json(entry, position, str(exc)))
+            continue
         messages += [_message_json(message, position) for message in unpacked]
     return {"messages": messages}
 

@@ -114,6 +114,9 @@ export function messageCard(message, extra = []) {
     ])),
     props.length ? h("div", { class: "props", dataset: { test: "properties" } },
       props.map(([name, value]) => property(name, value))) : null,
+    // an entry the gateway relayed as sent but cannot read as messages: shown whole
+    message.error ? h("p", { class: "error-text", dataset: { test: "message-error" } },
+      message.error) : null,
     payloadView(message.payload));
 }
 
