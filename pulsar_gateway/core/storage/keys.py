@@ -416,8 +416,9 @@ KEY_SPECS: Final[tuple[KeySpec, ...]] = (
     KeySpec(
         "P:gateways:info",
         "hash",
-        "gateway id -> JSON of the gateway's broker id (advertised ``host:httpPort``), URLs "
-        "and start time (ms): the admin API's brokers list and leader",
+        "gateway id -> JSON of the gateway's broker id (advertised ``host:httpPort``), URLs, "
+        "start time (ms), host name and pid: the admin API's brokers list, leader and fleet "
+        "overview",
         "``fleet/membership.py`` (``HSET`` with every lease renewal once the ports are "
         "bound; ``HDEL`` on leave and of gateways whose lease expired)",
         "KeySchema.gateway_info",

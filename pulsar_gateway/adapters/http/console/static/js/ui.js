@@ -151,7 +151,8 @@ export function bytes(n) {
   let value = Number(n);
   let unit = 0;
   while (Math.abs(value) >= 1024 && unit < UNITS.length - 1) { value /= 1024; unit += 1; }
-  return `${unit ? value.toFixed(1) : value} ${UNITS[unit]}`;
+  // a rate of bytes per second is fractional: whole bytes below a KiB
+  return `${unit ? value.toFixed(1) : Math.round(value)} ${UNITS[unit]}`;
 }
 
 export function rate(n) {
