@@ -79,7 +79,7 @@ def test_reports_name_the_gateway_and_the_summary_sums_every_topic() -> None:
     reports = reporter.reports()
     [entry] = reports[_Consumer.topic_name]["subscriptions"]["s"]["consumers"]
     assert entry["gateway"] == "10.0.0.5:8080"
-    summary = reporter.summary(len(reports))
+    summary = reporter.summary(reports)
     assert summary["connections"] == 3
     assert (summary["producers"], summary["consumers"], summary["topics"]) == (0, 1, 2)
     # rates over the roll's interval: positive, in and out, and in proportion to the bytes

@@ -19,10 +19,10 @@ ports are bound also writes what it advertises, and when it started, into the
 start times, so they agree without an election.
 
 Each gateway's rate reporter also writes a summary of itself (clients, topics, rates) into
-the ``gateways:stats`` hash (``fleet/rates.py``); a reader attaches a member's summary while
-it is fresh (written within three report intervals) and drops those of gateways no longer
-live, as it does their descriptions: the hash is the fleet's and cannot expire field by field
-(Redis 7.0 has no hash field TTL).
+the ``gateways:stats`` hash (``fleet/rates.py``); the fleet overview's reader attaches a
+member's summary while it is fresh (written within three report intervals) and drops those
+of gateways no longer live, as it does their descriptions: the hash is the fleet's and
+cannot expire field by field (Redis 7.0 has no hash field TTL).
 """
 
 from __future__ import annotations
@@ -174,19 +174,21 @@ class Fleet:
             }
         )
 
-    async def described_members(self) -> list[Member]:
+    async def described_members(self, *, summaries: bool = False) -> list[Member]:
         """The live members that described themselves, oldest first (ties by id): the
-        first is the fleet's leader; each with its summary while fresh. Descriptions and
-        summaries of gateways no longer live are removed."""
+        first is the fleet's leader. With ``summaries`` (the fleet overview), each with its
+        summary while fresh; the brokers list and the ``/metrics`` share need none, so they
+        do not read them. Descriptions (and the summaries read) of gateways no longer live
+        are removed."""
         members = set(await self.heartbeat())
         if self._info is None:
             return []
-        stats = self._stats
+        stats = self._stats if summaries else None
         if stats is None:
             described = await fleet_store.gateway_descriptions(self._lane, self._info)
-            summaries: dict[str, str] = {}
+            written: dict[str, str] = {}
         else:
-            described, summaries = await asyncio.gather(
+            described, written = await asyncio.gather(
                 fleet_store.gateway_descriptions(self._lane, self._info),
                 fleet_store.gateway_summaries(self._lane, stats),
             )
@@ -195,12 +197,13 @@ class Fleet:
             if gateway_id not in members:
                 gone.append(gateway_id)
                 continue
-            fresh = fresh_reports([summaries.get(gateway_id, "")], self._stats_interval)
+            summary = written.get(gateway_id)
+            fresh = fresh_reports([summary], self._stats_interval) if summary else []
             member = Member.from_json(gateway_id, description, fresh[0] if fresh else None)
             if member is not None:
                 out.append(member)
         forget = [fleet_store.forget_gateways(self._lane, self._info, gone)] if gone else []
-        stale = [gateway_id for gateway_id in summaries if gateway_id not in members]
+        stale = [gateway_id for gateway_id in written if gateway_id not in members]
         if stats is not None and stale:
             forget.append(fleet_store.forget_gateways(self._lane, stats, stale))
         if forget:

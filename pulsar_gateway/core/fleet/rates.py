@@ -316,10 +316,11 @@ class RateReporter:
             self._meters.topic(topic).idle_reports = 0
         return out
 
-    def summary(self, topics: int) -> dict[str, Any]:
-        """This gateway's own figures: its clients, the ``topics`` it reports, and its
-        rates and throughputs summed over every topic it meters (as
-        ``LocalBrokerData.updateLocalBrokerData`` sums a broker's bundles)."""
+    def summary(self, reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """This gateway's own figures: its clients and the topics of its ``reports`` (which
+        list every producer and consumer it has), and its rates and throughputs summed over
+        every topic it meters (as ``LocalBrokerData.updateLocalBrokerData`` sums a broker's
+        bundles)."""
         rate_in = throughput_in = rate_out = throughput_out = 0.0
         for meters in self._meters.topics.values():
             rate_in += meters.rate_in.rate
@@ -327,11 +328,12 @@ class RateReporter:
             for meter in meters.rate_out.values():
                 rate_out += meter.rate
                 throughput_out += meter.throughput
+        subscriptions = [s for r in reports.values() for s in r["subscriptions"].values()]
         return {
             "connections": self._connections() if self._connections is not None else 0,
-            "producers": sum(1 for _ in self._producers()),
-            "consumers": sum(1 for _ in self._consumers()),
-            "topics": topics,
+            "producers": sum(len(r["publishers"]) for r in reports.values()),
+            "consumers": sum(len(s["consumers"]) for s in subscriptions),
+            "topics": len(reports),
             "msgRateIn": _round(rate_in),
             "msgRateOut": _round(rate_out),
             "msgThroughputIn": _round(throughput_in),
@@ -351,7 +353,7 @@ class RateReporter:
             report = json.dumps(entry)
             calls.append(fleet_store.write_rate_report(self._lane, keys, self._gateway_id, report))
             calls.append(fleet_store.expire_rate_report(self._lane, keys, ttl_ms))
-        summary = json.dumps(self.summary(len(reports)) | {"t": stamp})
+        summary = json.dumps(self.summary(reports) | {"t": stamp})
         calls.append(
             fleet_store.write_gateway_summary(
                 self._lane, self._keys.gateway_stats, self._gateway_id, summary

@@ -316,7 +316,7 @@ def _gateway(member: Member) -> dict[str, Any]:
 
 async def fleet_overview(services: Services, request: web.Request) -> dict[str, Any]:
     members, redis = await asyncio.gather(
-        services.fleet.described_members(), services.redis_topology()
+        services.fleet.described_members(summaries=True), services.redis_topology()
     )
     return {
         "cluster": services.cluster.name,
